@@ -1,0 +1,1 @@
+"""How to get a Kubernetes node running a given kubelet swapBehavior (kind, existing, vm)."""

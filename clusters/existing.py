@@ -1,0 +1,43 @@
+"""The `existing` provider: a cluster someone else runs, reached through a kubeconfig.
+
+Nothing is created or changed: the suite discovers what each node's kubelet really runs
+(/configz) and offers tests the nodes that match the behavior they need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clusters.discovery import DiscoveryError, discover, summary
+from clusters.provider import NotCoveredError, Provider, SwapNode
+
+
+class ExistingProvider(Provider):
+    name = "existing"
+
+    def __init__(self, kubeconfig: str, context_name: str = "existing"):
+        self.kubeconfig = kubeconfig
+        self.context_name = context_name
+        self._nodes: list[SwapNode] | None = None
+
+    def nodes(self) -> list[SwapNode]:
+        if self._nodes is None:
+            self._nodes = discover(self.kubeconfig, self.name, self.context_name)
+        return self._nodes
+
+    def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
+        try:
+            nodes = self.nodes()
+        except DiscoveryError as error:
+            return {b: f"cluster unreachable: {error}" for b in behaviors}
+        present = {n.behavior for n in nodes}
+        return {
+            b: None if b in present else f"no Ready schedulable node runs it (found: {summary(nodes)})"
+            for b in behaviors
+        }
+
+    def node_for(self, behavior: str) -> SwapNode:
+        for node in self.nodes():
+            if node.behavior == behavior:
+                return node
+        raise NotCoveredError(behavior, f"no Ready schedulable node runs it (found: {summary(self.nodes())})")

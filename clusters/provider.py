@@ -1,0 +1,62 @@
+"""The one interface every provider offers: a node running a given swapBehavior, or the reason why not."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SwapNode:
+    """A schedulable node whose live kubelet configuration runs `behavior`, with its real figures."""
+
+    behavior: str
+    provider: str
+    cluster: str
+    kubeconfig: str
+    name: str
+    kubelet_version: str
+    kernel: str
+    memory_capacity: int  # status.capacity.memory (= MemTotal, the kubelet's nodeMemory)
+    memory_allocatable: int
+    swap_capacity: int  # status.nodeInfo.swap.capacity, else the provider's reading of SwapTotal
+    cgroup_v2: bool | None  # None: not known without probing the node
+    kubelet_config: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def describe(self) -> str:
+        return (
+            f"{self.provider}:{self.cluster}/{self.name} ({self.behavior}, kubelet {self.kubelet_version},"
+            f" kernel {self.kernel}, memory {self.memory_capacity}, swap {self.swap_capacity})"
+        )
+
+
+class NotCoveredError(RuntimeError):
+    """The environment cannot offer this behavior; the message says why and what would help."""
+
+    def __init__(self, behavior: str, reason: str):
+        self.behavior = behavior
+        self.reason = reason
+        super().__init__(f"{behavior} not covered: {reason}")
+
+
+class Provider(ABC):
+    name: str
+
+    @abstractmethod
+    def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
+        """Cheaply, before creating anything: for each behavior, None if it can be offered,
+        otherwise the reason it cannot."""
+
+    @abstractmethod
+    def node_for(self, behavior: str) -> SwapNode:
+        """A node running `behavior`, creating or reconfiguring what is needed.
+        Raises NotCoveredError when it cannot."""
+
+    def preflight(self, behaviors: Sequence[str]) -> None:
+        """Raise clusters.preflight.PreflightError listing every missing prerequisite."""
+
+    def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
+        """Remove what this run created (entries recorded by clusters.shared); return messages."""
+        return []

@@ -1,0 +1,419 @@
+"""Self-tests of e2e/oracle.py: vectors from the kubelet's own unit tests, the KEP/blog examples,
+every exclusion rule, the float64 edge, and properties. No cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from e2e import oracle
+from e2e.oracle import LIMITED_SWAP, NO_SWAP, WORKLOAD_CONTROLLED_SWAP
+
+Ki, Mi, Gi = 1024, 1024**2, 1024**3
+
+
+def container(name: str = "c", requests: dict | None = None, limits: dict | None = None, **extra: Any) -> dict:
+    resources = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": name, "image": "x", "resources": resources, **extra}
+
+
+def pod(*containers: dict, init: list[dict] | None = None, priority: int | None = None,
+        annotations: dict | None = None, volumes: list[dict] | None = None, name: str = "p",
+        status_qos: str | None = None, **spec_extra: Any) -> dict:
+    spec: dict[str, Any] = {"containers": list(containers), **spec_extra}
+    if init:
+        spec["initContainers"] = init
+    if priority is not None:
+        spec["priority"] = priority
+    if volumes:
+        spec["volumes"] = volumes
+    manifest = {"metadata": {"name": name, "namespace": "ns", "annotations": annotations or {}}, "spec": spec}
+    if status_qos:
+        manifest["status"] = {"qosClass": status_qos}
+    return manifest
+
+
+def burstable(request: int | str, limit: int | str | None = None, **kw: Any) -> dict:
+    limits = {"memory": limit} if limit is not None else None
+    return pod(container(requests={"memory": request}, limits=limits), **kw)
+
+
+def limited(p: dict, mem: int, swap: int, name: str = "c") -> int:
+    return oracle.expected_swap_max(LIMITED_SWAP, p, name, mem, swap)
+
+
+# --- vectors from the kubelet's unit tests -------------------------------------------------------
+
+# TestGenerateLinuxContainerResourcesWithSwap: node 40Gi RAM, 5Gi swap.
+@pytest.mark.parametrize(("request_", "expected"), [(1 * Gi, 134217728), (2 * Gi, 268435456)])
+def test_kuberuntime_vectors(request_: int, expected: int) -> None:
+    assert limited(burstable(request_), 40 * Gi, 5 * Gi) == expected
+
+
+# TestCalcSwapForBurstablePods and limit_calculator_test.go.
+@pytest.mark.parametrize(
+    ("request_", "mem", "swap", "expected"),
+    [
+        (1 * Gi, 80 * Gi, 4 * Gi, 53687091),
+        (2 * Gi, 40 * Gi, 2 * Gi, 107374182),
+        (5 * Gi, 150 * Gi, 40 * Gi, 1431655765),
+        (5 * Gi, 512 * Gi, 8 * Gi, 83886080),
+    ],
+)
+def test_calc_swap_vectors(request_: int, mem: int, swap: int, expected: int) -> None:
+    assert limited(burstable(request_), mem, swap) == expected
+
+
+def test_blog_example_10gi_node_2gi_swap_2gi_request() -> None:
+    # The blog: "about 0.4Gi". Exactly: 2/10 of 2Gi, truncated.
+    assert limited(burstable("2Gi"), 10 * Gi, 2 * Gi) == 429496729
+
+
+def test_float64_arithmetic_not_exact_integers() -> None:
+    # Exact integer arithmetic gives 30; the kubelet's float64 proportion gives 29.999...
+    # and int64() truncates it to 29. The oracle must say 29.
+    request, mem, swap = 314572800, 1121976320, 107
+    assert request * swap // mem == 30
+    assert limited(burstable(request), mem, swap) == 29
+
+
+def test_truncates_toward_zero() -> None:
+    # 1 byte of request on a node with 3 bytes of memory and 2 of swap: 0.666... -> 0.
+    assert limited(burstable(1), 3, 2) == 0
+
+
+# --- every exclusion rule ------------------------------------------------------------------------
+
+MEM, SWAP = 8 * Gi, 2 * Gi
+
+
+def test_nominal_burstable_request_below_limit_gets_proportional_swap() -> None:
+    assert limited(burstable("1Gi", "2Gi"), MEM, SWAP) == 256 * Mi
+
+
+def test_request_only_gets_swap() -> None:
+    assert limited(burstable("1Gi"), MEM, SWAP) == 256 * Mi
+
+
+@pytest.mark.parametrize("behavior", ["", NO_SWAP])
+def test_no_swap_behaviors_give_zero(behavior: str) -> None:
+    assert oracle.expected_swap_max(behavior, burstable("1Gi", "2Gi"), "c", MEM, SWAP) == 0
+
+
+def test_cgroup_v1_gives_zero() -> None:
+    assert oracle.expected_swap_max(LIMITED_SWAP, burstable("1Gi", "2Gi"), "c", MEM, SWAP, cgroup_v2=False) == 0
+
+
+@pytest.mark.parametrize("priority", [2_000_000_000, 2_000_001_000])
+def test_critical_priority_gives_zero(priority: int) -> None:
+    assert limited(burstable("1Gi", "2Gi", priority=priority), MEM, SWAP) == 0
+
+
+def test_priority_just_below_critical_still_swaps() -> None:
+    assert limited(burstable("1Gi", "2Gi", priority=1_999_999_999), MEM, SWAP) == 256 * Mi
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"kubernetes.io/config.source": "file"},
+        {"kubernetes.io/config.source": "http"},
+        {"kubernetes.io/config.mirror": "abc", "kubernetes.io/config.source": "api"},
+        {"kubernetes.io/config.mirror": ""},
+    ],
+)
+def test_static_and_mirror_pods_give_zero(annotations: dict) -> None:
+    assert limited(burstable("1Gi", "2Gi", annotations=annotations), MEM, SWAP) == 0
+
+
+def test_api_sourced_pod_is_not_static() -> None:
+    p = burstable("1Gi", "2Gi", annotations={"kubernetes.io/config.source": "api"})
+    assert limited(p, MEM, SWAP) == 256 * Mi
+
+
+def test_guaranteed_gives_zero() -> None:
+    p = pod(container(limits={"memory": "1Gi", "cpu": "1"}))
+    assert oracle.qos_class(p) == "Guaranteed"
+    assert limited(p, MEM, SWAP) == 0
+
+
+def test_best_effort_gives_zero() -> None:
+    p = pod(container())
+    assert oracle.qos_class(p) == "BestEffort"
+    assert limited(p, MEM, SWAP) == 0
+
+
+def test_limit_only_defaults_request_to_limit_so_no_swap() -> None:
+    p = pod(container(limits={"memory": "1Gi"}))  # cpu unset: Burstable, but request == limit
+    assert oracle.qos_class(p) == "Burstable"
+    assert limited(p, MEM, SWAP) == 0
+
+
+def test_burstable_container_with_request_equal_limit_gets_zero() -> None:
+    p = pod(container("eq", {"memory": "1Gi"}, {"memory": "1Gi"}), container("other", {"memory": "1Gi"}))
+    assert oracle.qos_class(p) == "Burstable"
+    assert limited(p, MEM, SWAP, "eq") == 0
+    assert limited(p, MEM, SWAP, "other") == 256 * Mi
+
+
+def test_container_without_memory_in_burstable_pod_gets_zero() -> None:
+    p = pod(container("cpu-only", {"cpu": "100m"}), container("mem", {"memory": "1Gi"}))
+    assert limited(p, MEM, SWAP, "cpu-only") == 0
+    assert limited(p, MEM, SWAP, "mem") == 256 * Mi
+
+
+def test_request_above_node_memory_falls_back_to_zero() -> None:
+    assert limited(burstable(MEM + 1), MEM, SWAP) == 0
+    assert limited(burstable(MEM), MEM, SWAP) == SWAP  # equal is still allowed
+
+
+def test_zero_node_memory_falls_back_to_zero() -> None:
+    assert limited(burstable("1Gi"), 0, SWAP) == 0
+
+
+def test_init_container_and_sidecar_looked_up_by_name() -> None:
+    p = pod(
+        container("app", {"memory": "1Gi"}),
+        init=[
+            container("init", {"memory": "512Mi"}),
+            container("sidecar", {"memory": "2Gi"}, {"memory": "4Gi"}, restartPolicy="Always"),
+        ],
+    )
+    assert limited(p, MEM, SWAP, "init") == 128 * Mi
+    assert limited(p, MEM, SWAP, "sidecar") == 512 * Mi
+    with pytest.raises(KeyError, match="nope"):
+        limited(p, MEM, SWAP, "nope")
+
+
+def test_status_qos_class_is_ignored() -> None:
+    # A pod whose status claims Guaranteed but whose spec is Burstable must still swap.
+    p = burstable("1Gi", "2Gi", status_qos="Guaranteed")
+    assert limited(p, MEM, SWAP) == 256 * Mi
+
+
+def test_unknown_behavior_rejected() -> None:
+    with pytest.raises(oracle.UnknownBehaviorError, match="UnlimitedSwap"):
+        oracle.expected_swap_max("UnlimitedSwap", burstable("1Gi"), "c", MEM, SWAP)
+    with pytest.raises(oracle.UnknownBehaviorError):
+        oracle.expected_swap_max("limitedswap", burstable("1Gi"), "c", MEM, SWAP)
+
+
+def test_decision_explains_itself() -> None:
+    decision = oracle.decide_swap(LIMITED_SWAP, burstable("1Gi", "2Gi", priority=2_000_000_000), "c", MEM, SWAP)
+    assert decision.value == 0 and "critical" in decision.rule
+    assert decision.inputs["priority"] == 2_000_000_000
+    assert "node_memory=8589934592" in str(decision)
+
+
+def test_accepts_kubernetes_client_pod() -> None:
+    from kubernetes import client
+
+    v1 = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="p"),
+        spec=client.V1PodSpec(
+            containers=[
+                client.V1Container(
+                    name="c",
+                    resources=client.V1ResourceRequirements(requests={"memory": "1Gi"}, limits={"memory": "2Gi"}),
+                )
+            ]
+        ),
+    )
+    assert limited(v1, MEM, SWAP) == 256 * Mi
+
+
+# --- WorkloadControlledSwap (KEP-5359) ----------------------------------------------------------
+
+def wcs(p: dict, name: str = "c") -> int:
+    return oracle.expected_swap_max(WORKLOAD_CONTROLLED_SWAP, p, name, MEM, SWAP)
+
+
+def test_wcs_guaranteed_with_swap_limit() -> None:
+    p = pod(container(limits={"memory": "1Gi", "cpu": "1", "swap": "512Mi"}))
+    assert oracle.qos_class(p) == "Guaranteed"  # swap does not change QoS
+    assert wcs(p) == 512 * Mi
+
+
+def test_wcs_best_effort_and_burstable_with_swap_limit() -> None:
+    assert wcs(pod(container(limits={"swap": "100Mi"}))) == 100 * Mi
+    assert wcs(pod(container(requests={"memory": "1Gi"}, limits={"swap": "1Gi"}))) == Gi
+
+
+def test_wcs_unset_or_zero_means_no_swap() -> None:
+    assert wcs(burstable("1Gi", "2Gi")) == 0
+    assert wcs(pod(container(limits={"memory": "1Gi", "swap": "0"}))) == 0
+
+
+@pytest.mark.parametrize("behavior", [NO_SWAP, LIMITED_SWAP])
+def test_swap_limit_has_no_effect_elsewhere(behavior: str) -> None:
+    with_limit = pod(container(requests={"memory": "1Gi"}, limits={"memory": "2Gi", "swap": "64Mi"}))
+    without = burstable("1Gi", "2Gi")
+    assert oracle.expected_swap_max(behavior, with_limit, "c", MEM, SWAP) == oracle.expected_swap_max(
+        behavior, without, "c", MEM, SWAP
+    )
+
+
+# --- QoS as the API server derives it -----------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("p", "qos"),
+    [
+        (pod(container()), "BestEffort"),
+        (pod(container(requests={"ephemeral-storage": "1Gi"})), "BestEffort"),
+        (pod(container(requests={"memory": "0", "cpu": "0"})), "BestEffort"),
+        (pod(container(limits={"cpu": "1", "memory": "1Gi"})), "Guaranteed"),
+        (pod(container(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})), "Guaranteed"),
+        (pod(container(requests={"cpu": "1000m", "memory": "1024Mi"}, limits={"cpu": "1", "memory": "1Gi"})), "Guaranteed"),
+        (pod(container(limits={"cpu": "1"})), "Burstable"),
+        (pod(container(limits={"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "2Mi"})), "Guaranteed"),
+        (pod(container("a", limits={"cpu": "1", "memory": "1Gi"}), container("b")), "Burstable"),
+        (pod(container("a", limits={"cpu": "1", "memory": "1Gi"}), init=[container("i")]), "Burstable"),
+        (pod(container("a", limits={"cpu": "1", "memory": "1Gi"}), init=[container("i", limits={"cpu": "1", "memory": "1Gi"})]), "Guaranteed"),
+        (pod(container(), resources={"limits": {"cpu": "1", "memory": "1Gi"}}), "Guaranteed"),
+        (pod(container(limits={"cpu": "1", "memory": "1Gi"}), resources={"requests": {"memory": "1Gi"}}), "Burstable"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_qos_class(p: dict, qos: str) -> None:
+    assert oracle.qos_class(p) == qos
+
+
+# --- read-back -----------------------------------------------------------------------------------
+
+def test_readback_floors_to_pages() -> None:
+    # Measured in a 6.12 guest with runc: 70085610 written, 70082560 read back.
+    assert oracle.readback_swap_max(70085610) == "70082560"
+    assert oracle.readback_swap_max(4095) == "0"
+    assert oracle.readback_swap_max(4096) == "4096"
+    assert oracle.readback_swap_max(0) == "0"
+    assert oracle.readback_swap_max(None) == "max"
+
+
+def test_expected_memory_max() -> None:
+    assert oracle.expected_memory_max(burstable("1Gi", "2Gi"), "c") == str(2 * Gi)
+    assert oracle.expected_memory_max(burstable("1Gi"), "c") == "max"
+    assert oracle.expected_memory_max(burstable("1Gi", 1000000), "c") == "999424"
+
+
+# --- memory-backed volumes -----------------------------------------------------------------------
+
+VOLUMES = [
+    {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+    {"name": "mem-unbounded", "emptyDir": {"medium": "Memory"}},
+    {"name": "disk", "emptyDir": {}},
+    {"name": "secret", "secret": {"secretName": "s"}},
+    {"name": "projected", "projected": {"sources": []}},
+    {"name": "downward", "downwardAPI": {"items": []}},
+    {"name": "config", "configMap": {"name": "cm"}},
+    {"name": "host", "hostPath": {"path": "/tmp"}},
+]
+
+
+def test_memory_backed_volume_types() -> None:
+    found = oracle.memory_backed_volumes(pod(container(), volumes=VOLUMES))
+    assert [(v.name, v.kind, v.size_limit) for v in found] == [
+        ("mem", "emptyDir", 64 * Mi),
+        ("mem-unbounded", "emptyDir", None),
+        ("secret", "secret", None),
+        ("projected", "projected", None),
+        ("downward", "downwardAPI", None),
+    ]
+    assert not oracle.is_memory_backed({"name": "config", "configMap": {"name": "cm"}})
+
+
+@pytest.mark.parametrize("has_noswap", [True, False])
+def test_noswap_follows_kernel_support_only(has_noswap: bool) -> None:
+    assert oracle.expects_noswap(VOLUMES[0], has_noswap) is has_noswap
+    assert oracle.expects_noswap(VOLUMES[6], True) is False  # configMap is on disk
+
+
+def test_kernel_noswap_support() -> None:
+    assert oracle.kernel_supports_noswap("6.4.0") is True
+    assert oracle.kernel_supports_noswap("6.12.48+deb12-amd64") is True
+    assert oracle.kernel_supports_noswap("6.1.0-40-amd64", probe_succeeded=False) is False
+    assert oracle.kernel_supports_noswap("5.14.0-rhel", probe_succeeded=True) is True  # backport
+    with pytest.raises(ValueError, match="probe"):
+        oracle.kernel_supports_noswap("6.3.9")
+
+
+def test_tmpfs_size() -> None:
+    allocatable = 3 * Gi
+    p = pod(container(requests={"memory": "100Mi"}, limits={"memory": "256Mi"}), volumes=VOLUMES)
+    mem, unbounded, secret = oracle.memory_backed_volumes(p)[:3]
+    assert oracle.expected_tmpfs_size(mem, p, allocatable) == 64 * Mi  # sizeLimit wins
+    assert oracle.expected_tmpfs_size(unbounded, p, allocatable) == 256 * Mi  # pod limit
+    assert oracle.expected_tmpfs_size(secret, p, allocatable) == 256 * Mi
+    no_limit = pod(container(requests={"memory": "100Mi"}), volumes=VOLUMES)
+    assert oracle.expected_tmpfs_size(secret, no_limit, allocatable) == allocatable
+    assert oracle.readback_tmpfs_size_kib(64 * Mi) == 65536
+    assert oracle.readback_tmpfs_size_kib(4097) == 8  # rounded up to two pages
+
+
+# --- eviction ranking ----------------------------------------------------------------------------
+
+def test_eviction_ranking_order() -> None:
+    over_low = burstable("100Mi", priority=0, name="over-low")
+    over_high = burstable("100Mi", priority=1000, name="over-high")
+    over_more = burstable("100Mi", priority=0, name="over-more")
+    under = burstable("1Gi", priority=0, name="under")
+    usage = {"ns/over-low": 300 * Mi, "ns/over-high": 900 * Mi, "ns/over-more": 500 * Mi, "ns/under": 900 * Mi}
+    assert oracle.eviction_ranking([under, over_high, over_low, over_more], usage) == [
+        ["ns/over-more"],  # exceeds, priority 0, 400Mi above request
+        ["ns/over-low"],  # exceeds, priority 0, 200Mi above
+        ["ns/over-high"],  # exceeds but higher priority
+        ["ns/under"],  # within its request: last, despite the largest usage
+    ]
+
+
+def test_eviction_ranking_ties_share_a_tier() -> None:
+    a, b = burstable("100Mi", name="a"), burstable("100Mi", name="b")
+    assert oracle.eviction_ranking([a, b], {"ns/a": 200 * Mi, "ns/b": 200 * Mi}) == [["ns/a", "ns/b"]]
+
+
+def test_pod_memory_request_with_init_and_sidecars() -> None:
+    p = pod(
+        container("app", {"memory": "100Mi"}),
+        init=[container("big-init", {"memory": "1Gi"}), container("side", {"memory": "50Mi"}, restartPolicy="Always")],
+    )
+    assert oracle.pod_memory_request(p) == Gi  # the init peak exceeds app + sidecar
+    p2 = pod(container("app", {"memory": "100Mi"}), init=[container("side", {"memory": "50Mi"}, restartPolicy="Always")])
+    assert oracle.pod_memory_request(p2) == 150 * Mi
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+node_memory = st.integers(min_value=1, max_value=2**40)
+node_swap = st.integers(min_value=0, max_value=2**38)
+
+
+@settings(max_examples=300, deadline=None)
+@given(mem=node_memory, swap=node_swap, data=st.data())
+def test_limited_swap_bounded_by_node_swap_and_close_to_exact(mem: int, swap: int, data: st.DataObject) -> None:
+    request = data.draw(st.integers(min_value=1, max_value=mem))
+    value = limited(burstable(request), mem, swap)
+    assert 0 <= value <= swap
+    # float64 may lose the last unit, never more than a handful relative to the exact quotient.
+    exact = request * swap // mem
+    assert abs(value - exact) <= max(1, swap >> 50)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mem=st.integers(min_value=1 << 20, max_value=2**40), swap=node_swap, data=st.data())
+def test_limited_swap_monotonic_in_request(mem: int, swap: int, data: st.DataObject) -> None:
+    low = data.draw(st.integers(min_value=1, max_value=mem))
+    high = data.draw(st.integers(min_value=low, max_value=mem))
+    assert limited(burstable(low), mem, swap) <= limited(burstable(high), mem, swap)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.integers(min_value=0, max_value=2**50))
+def test_readback_is_a_page_multiple_within_one_page(value: int) -> None:
+    read = int(oracle.readback_swap_max(value))
+    assert read % oracle.PAGE_SIZE == 0 and value - oracle.PAGE_SIZE < read <= value

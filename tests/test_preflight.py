@@ -1,0 +1,152 @@
+"""Host preflight: each probe for real on this machine, and with injected contents for the rest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusters import preflight
+
+HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+CGROUP2_MOUNTS = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"
+V1_MOUNTS = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+
+
+# --- real readings of this host ------------------------------------------------------------------
+
+def test_swap_check_agrees_with_swapon() -> None:
+    # Independent reading: swapon --show prints nothing when no swap is active.
+    active = subprocess.run(["swapon", "--show", "--noheadings"], capture_output=True, text=True).stdout.strip()
+    check = preflight.check_swap(Path("/proc/swaps").read_text())
+    assert check.ok is bool(active)
+    if not check.ok:
+        assert "fallocate" in check.remedy and "swapon /swapfile" in check.remedy
+
+
+def test_cgroup_check_agrees_with_filesystem_type() -> None:
+    fstype = subprocess.run(["stat", "-fc", "%T", "/sys/fs/cgroup"], capture_output=True, text=True).stdout.strip()
+    controllers = Path("/sys/fs/cgroup/cgroup.controllers")
+    check = preflight.check_cgroup_v2(
+        Path("/proc/self/mounts").read_text(), controllers.read_text() if controllers.exists() else None
+    )
+    assert check.ok is (fstype == "cgroup2fs" and "memory" in controllers.read_text().split())
+    if not check.ok:
+        assert "systemd.unified_cgroup_hierarchy=1" in check.remedy
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a tmpfs mount needs root (CAP_SYS_ADMIN in the init user namespace)")
+def test_noswap_probe_mounts_for_real() -> None:
+    # This host's kernel (>= 6.4) accepts noswap; the probe must say so and leave no mount behind.
+    release = os.uname().release
+    result = preflight.probe_tmpfs_noswap()
+    major, minor = (int(x) for x in release.split(".")[:2])
+    if (major, minor) >= (6, 4):
+        assert result is True
+    assert "ksc-noswap-probe-" not in Path("/proc/self/mounts").read_text()
+    check = preflight.check_noswap("6.1.0-probe", preflight.probe_tmpfs_noswap)
+    assert check.ok is result
+
+
+def test_memory_check_reads_meminfo() -> None:
+    meminfo = Path("/proc/meminfo").read_text()
+    available = preflight.mem_available(meminfo)
+    assert preflight.check_memory(meminfo, available).ok
+    assert not preflight.check_memory(meminfo, available + 1).ok
+
+
+# --- injected contents ---------------------------------------------------------------------------
+
+def test_swap_present() -> None:
+    check = preflight.check_swap(HEADER + "/swapfile\tfile\t4194300\t0\t-2\n/dev/zram0 partition 1048576 0 100\n")
+    assert check.ok and "5119 MiB" in check.detail
+    assert preflight.swap_total_from_proc_swaps(HEADER) == 0
+
+
+def test_cgroup_v2_with_memory() -> None:
+    assert preflight.check_cgroup_v2(CGROUP2_MOUNTS, "cpuset cpu io memory pids").ok
+
+
+def test_cgroup_v2_without_memory_controller() -> None:
+    check = preflight.check_cgroup_v2(CGROUP2_MOUNTS, "cpuset cpu io pids")
+    assert not check.ok and "memory controller" in check.detail
+
+
+def test_cgroup_v1() -> None:
+    check = preflight.check_cgroup_v2(V1_MOUNTS, None)
+    assert not check.ok and "v1" in check.detail
+
+
+def test_noswap_by_kernel_version_without_probe() -> None:
+    def must_not_probe() -> bool:
+        raise AssertionError("kernels >= 6.4 need no probe")
+
+    assert preflight.check_noswap("6.12.48+deb12-amd64", must_not_probe).ok
+
+
+@pytest.mark.parametrize(("probe", "ok", "text"), [(True, True, "probe"), (False, False, "rejects"), (None, False, "root")])
+def test_noswap_old_kernel_uses_probe(probe: bool | None, ok: bool, text: str) -> None:
+    check = preflight.check_noswap("6.1.0-40-amd64", lambda: probe)
+    assert check.ok is ok and text in (check.detail + check.remedy)
+
+
+def fake_run(returncode: int, stdout: str = "", stderr: str = ""):
+    def run(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+    return run
+
+
+def test_docker_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/docker")
+    check = preflight.check_docker(fake_run(1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock"))
+    assert not check.ok and "Cannot connect" in check.detail and "systemctl start docker" in check.remedy
+
+
+def test_docker_cgroup_v1_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/docker")
+    check = preflight.check_docker(fake_run(0, stdout="28.2.2 1\n"))
+    assert not check.ok and "cgroup v1" in check.detail
+
+
+def test_docker_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/docker")
+    assert preflight.check_docker(fake_run(0, stdout="28.2.2 2\n")).ok
+
+
+def test_docker_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: None)
+    check = preflight.check_docker()
+    assert not check.ok and "not on PATH" in check.detail
+
+
+def test_kind_missing() -> None:
+    check = preflight.check_kind("definitely-not-kind-ksc", None)
+    assert not check.ok and "go install sigs.k8s.io/kind@" in check.remedy
+
+
+def test_kind_too_old_for_node_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/kind")
+    old = fake_run(0, stdout="kind v0.31.0 go1.25.1 linux/amd64\n")
+    assert not preflight.check_kind("kind", (1, 37, 0), old).ok
+    assert preflight.check_kind("kind", (1, 36, 1), old).ok
+
+
+def test_real_docker_and_kind_if_present() -> None:
+    # On this machine the docker CLI exists; whether an engine answers decides the result,
+    # and the check must agree with `docker info` itself.
+    if preflight.shutil.which("docker") is None:
+        pytest.skip("no docker CLI on this host")
+    info = subprocess.run(["docker", "info", "--format", "{{.CgroupVersion}}"], capture_output=True, text=True, timeout=30)
+    check = preflight.check_docker()
+    assert check.ok is (info.returncode == 0 and info.stdout.strip() == "2")
+
+
+def test_preflight_error_lists_every_check() -> None:
+    checks = [preflight.check_swap(HEADER), preflight.check_cgroup_v2(CGROUP2_MOUNTS, "memory")]
+    with pytest.raises(preflight.PreflightError) as raised:
+        preflight.require(checks)
+    text = str(raised.value)
+    assert "1 of 2 checks" in text and "[FAIL] swap" in text and "[ok  ] cgroup v2" in text and "fix: " in text

@@ -1,0 +1,3 @@
+module kube-swap-conformance/stress
+
+go 1.22
