@@ -146,7 +146,9 @@ def swap_provider(pytestconfig: pytest.Config) -> Provider:
     except (PreflightError, shared.SharedCreationError) as error:
         if not _is_worker(pytestconfig):
             pytest.exit(str(error), returncode=3)  # one message, not one per test
-        raise
+        # pytest.exit inside an xdist worker is an INTERNALERROR: fail the test plainly; the
+        # controller prints the message once and exits 3 (pytest_sessionfinish).
+        pytest.fail(str(error).split(": ", 1)[-1] if isinstance(error, shared.SharedCreationError) else str(error), pytrace=False)
     return provider
 
 
@@ -208,13 +210,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _is_worker(config):
         return
     run_dir = config.stash[_run_dir_key]
+    preflight = shared.recorded_error(run_dir, "preflight")
+    if preflight:
+        config.stash[_teardown_key] = [preflight]
+        session.exitstatus = 3
     created = shared.created(run_dir)
     if not created:
         return
     if config.getoption("keep_clusters"):
-        config.stash[_teardown_key] = [f"kept {e['provider']} {e['cluster']} (--keep-clusters)" for e in created]
+        config.stash[_teardown_key] = config.stash.get(_teardown_key, []) + [f"kept {e['provider']} {e['cluster']} (--keep-clusters)" for e in created]
         return
-    config.stash[_teardown_key] = make_provider(config).teardown(created)
+    config.stash[_teardown_key] = config.stash.get(_teardown_key, []) + make_provider(config).teardown(created)
 
 
 _teardown_key = pytest.StashKey[list]()

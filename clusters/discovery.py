@@ -25,10 +25,16 @@ def api_client(kubeconfig: str) -> Any:
 
 
 def _get_json(api: Any, path: str) -> Any:
-    """GET a raw API path and decode it (the typed client mangles proxy bodies into str)."""
-    response = api.call_api(
-        path, "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=30
-    )[0]
+    """GET a node list or a node proxy path and decode the body ourselves: the typed client turns
+    proxy bodies into Python reprs, and its call_api signature changed in v37."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    if path == "/api/v1/nodes":
+        response = core.list_node(_preload_content=False, _request_timeout=30)
+    else:
+        node, _, rest = path.removeprefix("/api/v1/nodes/").partition("/proxy/")
+        response = core.connect_get_node_proxy_with_path(node, rest, _preload_content=False, _request_timeout=30)
     return json.loads(response.data)
 
 
@@ -82,16 +88,18 @@ def _ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def discover(kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None) -> list[SwapNode]:
+def discover(
+    kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None, seconds: float = 60
+) -> list[SwapNode]:
     """Every Ready, schedulable node in the cluster, with the behavior its kubelet really runs."""
     api = api_client(kubeconfig)
-    nodes = get_json(api, "/api/v1/nodes", f"the node list of {cluster}")["items"]
+    nodes = get_json(api, "/api/v1/nodes", f"the node list of {cluster}", seconds)["items"]
     found = []
     for node in nodes:
         if not _ready(node) or not _schedulable(node, single=len(nodes) == 1):
             continue
         name = node["metadata"]["name"]
-        config = kubelet_config(api, name)
+        config = kubelet_config(api, name, seconds)
         raw_behavior = (config.get("memorySwap") or {}).get("swapBehavior") or ""
         try:
             behavior = normalize(raw_behavior)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusters.discovery import DiscoveryError, discover, summary
+from clusters.preflight import Check, PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
 
 
@@ -24,6 +25,14 @@ class ExistingProvider(Provider):
         if self._nodes is None:
             self._nodes = discover(self.kubeconfig, self.name, self.context_name)
         return self._nodes
+
+    def preflight(self, behaviors: Sequence[str]) -> None:
+        try:
+            self._nodes = discover(self.kubeconfig, self.name, self.context_name, seconds=15)
+        except DiscoveryError as error:
+            raise PreflightError([
+                Check("cluster", False, str(error), f"check that {self.kubeconfig} points at a running cluster (kubectl --kubeconfig {self.kubeconfig} get nodes)")
+            ]) from error
 
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
         try:

@@ -47,7 +47,7 @@ class PreflightError(RuntimeError):
         self.checks = list(checks)
         failed = [c for c in checks if not c.ok]
         super().__init__(
-            f"host preflight failed ({len(failed)} of {len(checks)} checks):\n"
+            f"preflight failed ({len(failed)} of {len(checks)} checks):\n"
             + "\n".join(c.line() for c in checks)
         )
 

@@ -53,6 +53,12 @@ def get_or_create(root: Path, key: str, create: Callable[[], dict[str, Any]]) ->
     return record["ok"]
 
 
+def recorded_error(root: Path, key: str) -> str | None:
+    """The error a creation of `key` recorded in this run, if it failed."""
+    path = root / f"{key}.json"
+    return json.loads(path.read_text()).get("error") if path.exists() else None
+
+
 def record_created(root: Path, entry: dict[str, Any]) -> None:
     """Append to the ledger of things this run created (call before starting to create)."""
     with _locked(root / f"{LEDGER}.lock"):

@@ -144,6 +144,17 @@ def test_guaranteed_gives_zero() -> None:
     assert limited(p, MEM, SWAP) == 0
 
 
+def test_guaranteed_by_pod_level_resources_gives_zero_despite_container_request_below_limit() -> None:
+    # The only way a Guaranteed pod has a container with request < limit: pod-level resources.
+    # The QoS exclusion alone must stop swap here (the request == limit rule does not apply).
+    p = pod(
+        container(requests={"memory": "100Mi"}, limits={"memory": "200Mi"}),
+        resources={"limits": {"cpu": "1", "memory": "1Gi"}},
+    )
+    assert oracle.qos_class(p) == "Guaranteed"
+    assert limited(p, MEM, SWAP) == 0
+
+
 def test_best_effort_gives_zero() -> None:
     p = pod(container())
     assert oracle.qos_class(p) == "BestEffort"

@@ -1,0 +1,88 @@
+"""The suite's pytest wiring, run as a user would run it (pytest in a subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+TESTS = """
+import pytest
+
+def test_any(swap_node):
+    pass
+
+@pytest.mark.needs_behavior("LimitedSwap")
+def test_limited_only(swap_node):
+    pass
+
+def test_named(limited_swap_node):
+    pass
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(test_swap=TESTS)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester
+
+
+def test_behaviors_parametrize_test_ids(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("--collect-only", "-q")
+    assert result.ret == 0
+    ids = {line for line in result.stdout.lines if line.startswith("test_swap.py::")}
+    # Tests are grouped by behavior (one cluster at a time), so compare as a set.
+    assert ids == {
+        "test_swap.py::test_any[NoSwap]",
+        "test_swap.py::test_any[LimitedSwap]",
+        "test_swap.py::test_any[WorkloadControlledSwap]",
+        "test_swap.py::test_limited_only[LimitedSwap]",
+        "test_swap.py::test_named",
+    }
+    assert "test_limited_only[NoSwap]" not in result.stdout.str()
+
+
+def test_unknown_behavior_is_a_usage_error(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("--behaviors", "NoSwap,Limited")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--behaviors: unknown swap behavior 'Limited': choose from NoSwap, LimitedSwap, WorkloadControlledSwap*"])
+
+
+def test_missing_kubeconfig_is_a_usage_error(suite: pytest.Pytester, tmp_path: Path) -> None:
+    result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={tmp_path / 'nope'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*kubeconfig*nope does not exist*"])
+
+
+def test_failed_preflight_is_one_message_and_creates_nothing(suite: pytest.Pytester) -> None:
+    # A kind binary that does not exist fails preflight on any host, whatever else it has.
+    result = suite.runpytest_subprocess("--provider", "kind", "--kind-bin", "/nonexistent/kind")
+    assert result.ret == 3
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("preflight failed (") == 1
+    assert "[FAIL] kind: '/nonexistent/kind' is not on PATH" in output
+    assert "fix: install it: go install sigs.k8s.io/kind@" in output
+    assert "passed" not in output and "error" not in output.lower().replace("preflight", "")
+
+
+def test_unreachable_cluster_is_one_message(suite: pytest.Pytester) -> None:
+    # Port 9 on loopback: nothing listens there, so every connection is refused at once.
+    kubeconfig = suite.path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9', insecure-skip-tls-verify: true}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    # --opt=value: a bare path argument would make pytest pick another rootdir.
+    result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={kubeconfig}")
+    assert result.ret == 3
+    output = result.stdout.str() + result.stderr.str()
+    assert "[FAIL] cluster:" in output and "Connection refused" in output and "kubectl --kubeconfig" in output
