@@ -36,12 +36,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="comma-separated swapBehaviors to test (default: every behavior; those the"
                          " environment cannot offer are reported as not covered)")
     group.addoption("--node-image", default=None, help="kind: node image (default: kind's own default)")
+    group.addoption("--stress-image", default=None,
+                    help="existing: ref of the suite's workload image, already present on the nodes")
     group.addoption("--kind-bin", default="kind", help="kind: the kind binary (default: kind on PATH)")
     group.addoption("--keep-clusters", action="store_true", help="do not delete clusters/VMs at the end")
     group.addoption("--reuse-clusters", action="store_true",
                     help="use an existing suite cluster/VM of the right name instead of failing")
     group.addoption("--cleanup-leaked", action="store_true",
                     help="first delete clusters left behind by earlier runs (exact suite names only)")
+    group.addoption("--k8s-version", default=None,
+                    help="vm: Kubernetes version (a tag on the Go module proxy) to build the node from")
+    group.addoption("--vm-kernel", choices=("6.12", "6.1"), default="6.12",
+                    help="vm: guest kernel: 6.12 (bookworm-backports, has tmpfs noswap) or 6.1 (has not)")
+    group.addoption("--vm-memory", type=int, default=4096, help="vm: guest memory in MiB")
+    group.addoption("--vm-swap", type=int, default=2048, help="vm: guest swap file in MiB")
     group.addoption("--gate", action="store_true",
                     help="release gate: a behavior or prerequisite that could not be tested fails the run")
 
@@ -106,9 +114,9 @@ def make_provider(config: pytest.Config) -> Provider:
     elif name == "existing":
         from clusters.existing import ExistingProvider
 
-        provider = ExistingProvider(_kubeconfig(config))
+        provider = ExistingProvider(_kubeconfig(config), stress_image=config.getoption("stress_image"))
     else:
-        from clusters.vm.provider import VmProvider
+        from clusters.vm_provider import VmProvider
 
         provider = VmProvider.from_pytest_config(config, run_dir)
     config.stash[_provider_key] = provider
@@ -134,7 +142,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     marker = metafunc.definition.get_closest_marker("needs_behavior")
     wanted = [swap_behaviors.normalize(b) for b in marker.args] if marker else list(swap_behaviors.ALL_BEHAVIORS)
-    metafunc.parametrize("swap_node", wanted, indirect=True, ids=wanted, scope="session")
+    metafunc.parametrize("swap_node", wanted, indirect=True, ids=wanted)
+
+
+_NAMED = {"no_swap_node": swap_behaviors.NO_SWAP, "limited_swap_node": swap_behaviors.LIMITED_SWAP,
+          "workload_controlled_swap_node": swap_behaviors.WORKLOAD_CONTROLLED_SWAP}
+
+
+def _behavior_of(item: pytest.Item) -> int:
+    callspec = getattr(item, "callspec", None)
+    behavior = callspec.params.get("swap_node") if callspec else None
+    behavior = behavior or next((b for f, b in _NAMED.items() if f in getattr(item, "fixturenames", ())), None)
+    return swap_behaviors.ALL_BEHAVIORS.index(behavior) if behavior else -1
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    # One behavior after another: a node that switches behavior in place (vm) switches once
+    # per behavior, and a failure report reads by behavior. The sort is stable within one.
+    items.sort(key=_behavior_of)
 
 
 @pytest.fixture(scope="session")
@@ -166,7 +191,10 @@ def _not_covered(config: pytest.Config, behavior: str, reason: str) -> None:
 
 
 def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
-    """The node for `behavior`, or a skip (a failure in gate mode) that says why there is none."""
+    """The node for `behavior`, or a skip (a failure in gate mode) that says why there is none.
+
+    Called for every test: providers cache their nodes, and a node that switches behavior in
+    place (vm) is switched back here if an earlier test needed another behavior."""
     config = request.config
     if behavior not in config.stash[_behaviors_key]:
         pytest.skip(f"{behavior} not selected (--behaviors {config.getoption('behaviors')})")
@@ -182,23 +210,23 @@ def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
     return node
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def swap_node(request: pytest.FixtureRequest) -> SwapNode:
     """A node running the behavior this test instance is parametrized with."""
     return node_running(request, request.param)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def no_swap_node(request: pytest.FixtureRequest) -> SwapNode:
     return node_running(request, swap_behaviors.NO_SWAP)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def limited_swap_node(request: pytest.FixtureRequest) -> SwapNode:
     return node_running(request, swap_behaviors.LIMITED_SWAP)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def workload_controlled_swap_node(request: pytest.FixtureRequest) -> SwapNode:
     return node_running(request, swap_behaviors.WORKLOAD_CONTROLLED_SWAP)
 

@@ -16,8 +16,9 @@ from clusters.provider import NotCoveredError, Provider, SwapNode
 class ExistingProvider(Provider):
     name = "existing"
 
-    def __init__(self, kubeconfig: str, context_name: str = "existing"):
+    def __init__(self, kubeconfig: str, context_name: str = "existing", stress_image: str | None = None):
         self.kubeconfig = kubeconfig
+        self._stress_image = stress_image
         self.context_name = context_name
         self._nodes: list[SwapNode] | None = None
 
@@ -44,6 +45,16 @@ class ExistingProvider(Provider):
             b: None if b in present else f"no Ready schedulable node runs it (found: {summary(nodes)})"
             for b in behaviors
         }
+
+    def stress_image(self, node: SwapNode) -> str:
+        if not self._stress_image:
+            raise NotCoveredError(
+                node.behavior,
+                "the existing provider needs the workload image on its nodes: build it with"
+                " `python -m workloads.image.build OUT_DIR`, import it on every node"
+                " (ctr -n k8s.io images import OUT_DIR/stress-*.tar) and pass --stress-image REF",
+            )
+        return self._stress_image
 
     def node_for(self, behavior: str) -> SwapNode:
         for node in self.nodes():

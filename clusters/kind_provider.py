@@ -140,6 +140,18 @@ class KindProvider(Provider):
             )
         return node
 
+    def stress_image(self, node: SwapNode) -> str:
+        """Build the image archive (cached) and `kind load` it into the cluster, once per run."""
+
+        def load() -> dict[str, Any]:
+            from workloads.image.build import build_stress_image
+
+            archive, ref = build_stress_image(self.workdir / "images")
+            self._kind("load", "image-archive", str(archive), "--name", node.cluster, timeout=600)
+            return {"ref": ref}
+
+        return get_or_create(self.shared_root, f"image-{node.cluster}", load)["ref"]
+
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         messages = []
         for entry in created:

@@ -54,6 +54,10 @@ class Provider(ABC):
         """A node running `behavior`, creating or reconfiguring what is needed.
         Raises NotCoveredError when it cannot."""
 
+    def stress_image(self, node: SwapNode) -> str:
+        """The ref of the suite's workload image, present on `node` (never pulled)."""
+        raise NotImplementedError(f"the {self.name} provider cannot place the workload image on a node")
+
     def preflight(self, behaviors: Sequence[str]) -> None:
         """Raise clusters.preflight.PreflightError listing every missing prerequisite."""
 

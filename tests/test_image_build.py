@@ -400,3 +400,15 @@ def test_stress_image_runs_in_containerd(tmp_path: Path, containerd: PrivateCont
     assert out.splitlines()[-1] == "done failures=0"
     passwd = containerd.run("run", "--rm", "--snapshotter", "native", ref, name, "/swapstress", "cat", "/etc/passwd")
     assert passwd.startswith("root:x:0:0:")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the privileged half of the probe needs root")
+def test_probe_noswap_matches_what_the_kernel_allows(bins: StressBinaries) -> None:
+    # As root in the initial user namespace the kernel (>= 6.4 here) accepts noswap; inside an
+    # unprivileged user namespace it refuses it whatever the kernel: both answers are real.
+    privileged = run(bins, "probe-noswap")
+    assert privileged.returncode == 0 and privileged.stdout == "noswap-supported true\n"
+    unprivileged = subprocess.run(["unshare", "-rm", str(bins.swapstress), "probe-noswap"],
+                                  capture_output=True, text=True, timeout=60)
+    assert unprivileged.returncode == 0
+    assert unprivileged.stdout.startswith("noswap-supported false error=")

@@ -10,6 +10,7 @@
 //	swapstress cat FILE...                 print files (cgroup files through kubectl exec)
 //	swapstress mountinfo                   print /proc/self/mountinfo
 //	swapstress true                        exit 0 (a cheap exec target)
+//	swapstress probe-noswap                does the kernel accept tmpfs noswap? (privileged)
 //
 // Progress goes to stdout as one event per line, "<event> <value> [key=value ...]", written
 // with a single write(2) each so nothing is lost when the process is OOM-killed.
@@ -27,14 +28,15 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"pause":     {runPause, "block until SIGTERM/SIGINT, reaping zombies (pod sandbox)"},
-	"sleep":     {runPause, "same as pause"},
-	"alloc":     {runAlloc, "allocate and touch anonymous memory gradually, then hold"},
-	"forkspike": {runForkSpike, "hold memory, fork, dirty the child's copy, exec (static C helper)"},
-	"fill":      {runFill, "write BYTES into a file, fsync, optionally hold"},
-	"cat":       {runCat, "print files"},
-	"mountinfo": {runMountinfo, "print /proc/self/mountinfo"},
-	"true":      {func([]string) error { return nil }, "exit 0"},
+	"pause":        {runPause, "block until SIGTERM/SIGINT, reaping zombies (pod sandbox)"},
+	"sleep":        {runPause, "same as pause"},
+	"alloc":        {runAlloc, "allocate and touch anonymous memory gradually, then hold"},
+	"forkspike":    {runForkSpike, "hold memory, fork, dirty the child's copy, exec (static C helper)"},
+	"fill":         {runFill, "write BYTES into a file, fsync, optionally hold"},
+	"cat":          {runCat, "print files"},
+	"mountinfo":    {runMountinfo, "print /proc/self/mountinfo"},
+	"true":         {func([]string) error { return nil }, "exit 0"},
+	"probe-noswap": {runProbeNoswap, "mount a tmpfs with noswap, as the kubelet's probe does (privileged)"},
 }
 
 // emit prints one progress line. os.Stdout is unbuffered, so each line is one write(2) and is
@@ -45,7 +47,7 @@ func emit(format string, args ...any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: swapstress COMMAND [flags]")
-	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true"} {
+	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "probe-noswap"} {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

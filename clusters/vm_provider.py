@@ -1,0 +1,112 @@
+"""The `vm` provider seam: one QEMU node (clusters/vm) whose kubelet is switched between behaviors.
+
+The VM is brought up once per run (or attached to with --reuse-clusters) and shared by the
+workers of the run; switching swapBehavior restarts the kubelet in place, so tests of one
+behavior must not run while another behavior's tests do: run the vm provider without -n
+(the suite orders tests by behavior, so each switch happens once).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
+from clusters.discovery import discover, summary
+from clusters.preflight import Check, PreflightError
+from clusters.provider import NotCoveredError, Provider, SwapNode
+from clusters.shared import get_or_create, record_created
+
+CLUSTER = "ksc-vm"
+
+
+class VmProvider(Provider):
+    name = "vm"
+
+    def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
+                 reuse: bool, state_dir: Path | None = None):
+        self.shared_root = shared_root
+        self.options = {"kernel": kernel, "memory_mb": memory_mb, "swap_mb": swap_mb}
+        if k8s_version:
+            self.options["k8s_version"] = k8s_version
+        self.reuse = reuse
+        self.state_dir = state_dir
+        self._vm: Any = None
+
+    @classmethod
+    def from_pytest_config(cls, config: pytest.Config, run_dir: Path) -> "VmProvider":
+        return cls(
+            run_dir,
+            k8s_version=config.getoption("k8s_version"),
+            kernel=config.getoption("vm_kernel"),
+            memory_mb=config.getoption("vm_memory"),
+            swap_mb=config.getoption("vm_swap"),
+            reuse=config.getoption("reuse_clusters"),
+        )
+
+    def vm(self) -> Any:
+        if self._vm is None:
+            from clusters.vm import VmCluster
+
+            self._vm = VmCluster(self.state_dir, **self.options)
+        return self._vm
+
+    def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
+        reason = (
+            f"the vm node runs a released kubelet ({self.options.get('k8s_version', 'default version')}),"
+            " which has no KEP-5359 support (alpha target 1.38)"
+        )
+        return {b: reason if b == WORKLOAD_CONTROLLED_SWAP else None for b in behaviors}
+
+    def preflight(self, behaviors: Sequence[str]) -> None:
+        checks = []
+        for tool, package in (("qemu-system-x86_64", "qemu-system-x86"), ("qemu-img", "qemu-utils"),
+                              ("debootstrap", "debootstrap"), ("go", "golang (>= the Kubernetes go directive)"),
+                              ("mkfs.ext4", "e2fsprogs")):
+            found = shutil.which(tool)
+            checks.append(Check(tool, bool(found), found or "not on PATH", f"install {package} (apt-get install {package.split()[0]})"))
+        if os.geteuid() != 0:
+            checks.append(Check("root", False, "building the guest image (debootstrap) needs root", "run as root"))
+        if not all(c.ok for c in checks):
+            raise PreflightError(checks)
+
+    def node_for(self, behavior: str) -> SwapNode:
+        reason = self.coverage([behavior])[behavior]
+        if reason:
+            raise NotCoveredError(behavior, reason)
+        get_or_create(self.shared_root, CLUSTER, lambda: self._bring_up(behavior))
+        vm = self.vm()
+        if vm.swap_behavior() != behavior:
+            vm.set_swap_behavior(behavior)
+        nodes = discover(str(vm.kubeconfig), self.name, CLUSTER, cgroup_v2=True)
+        node = next((n for n in nodes if n.behavior == behavior), None)
+        if node is None:
+            raise RuntimeError(f"the vm node does not run {behavior} after switching (found: {summary(nodes)})")
+        return node
+
+    def _bring_up(self, behavior: str) -> dict[str, Any]:
+        vm = self.vm()
+        if not (self.reuse and vm.is_running()):
+            record_created(self.shared_root, {"provider": self.name, "cluster": CLUSTER, "state_dir": str(vm.state_dir)})
+        vm.up(behavior, reuse=self.reuse)
+        return {"kubeconfig": str(vm.kubeconfig)}
+
+    def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
+        if not any(e.get("provider") == self.name for e in created):
+            return []
+        stopped = self.vm().down()
+        return [f"stopped the vm node ({'it was running' if stopped else 'it was already down'})"]
+
+    def stress_image(self, node: SwapNode) -> str:
+        # The guest image imports the workload image at boot; its ref is in the VM's state.
+        state = self.vm().state()
+        ref = self.vm().stress_ref or (state.stress_image if state else "")
+        if not ref:
+            raise RuntimeError(f"the vm node has no workload image recorded in {self.vm().state_file}")
+        return ref
+

@@ -1,0 +1,257 @@
+"""Seeing what a node really did: one module for every observation the tests make.
+
+Files inside containers through the API's exec, node metrics and stats through the API
+server's node proxy, namespaces and pods through the typed client. Every wait is bounded, says
+what it waited for, and reports the last state it saw; terminal states fail at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from clusters.discovery import api_client
+from clusters.provider import SwapNode
+
+T = TypeVar("T")
+
+POD_START_SECONDS = 600  # TCG-emulated nodes start containers slowly; kind does it in seconds
+
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+class PodFailed(AssertionError):
+    pass
+
+
+class _NotYet(Exception):
+    pass
+
+
+def wait_for(what: str, probe: Callable[[], T | None], seconds: float, describe: Callable[[], str] = lambda: "") -> T:
+    """Poll `probe` until it returns a value; give up after `seconds` naming `what` and the last state."""
+    last: list[str] = [""]
+
+    def attempt() -> T:
+        value = probe()
+        if value is None:
+            last[0] = describe()
+            raise _NotYet()
+        return value
+
+    try:
+        return Retrying(
+            stop=stop_after_delay(seconds),
+            wait=wait_exponential(multiplier=0.5, max=5),
+            retry=retry_if_exception_type(_NotYet),
+            reraise=True,
+        )(attempt)
+    except _NotYet:
+        raise WaitTimeout(f"gave up after {seconds:.0f}s waiting for {what}; last seen: {last[0] or 'nothing'}") from None
+
+
+@dataclass
+class ExecResult:
+    stdout: str
+    stderr: str
+
+
+class NodeObserver:
+    """Everything the tests read from one node (and the pods on it)."""
+
+    def __init__(self, node: SwapNode):
+        from kubernetes import client
+
+        self.node = node
+        self.api = api_client(node.kubeconfig)
+        self.core = client.CoreV1Api(self.api)
+
+    # --- namespaces and pods --------------------------------------------------------------------
+
+    def create_namespace(self, name: str, labels: dict[str, str]) -> str:
+        self.core.create_namespace({"metadata": {"name": name, "labels": labels}})
+        return name
+
+    def delete_namespace(self, name: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.core.delete_namespace(name, grace_period_seconds=0)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        kind = manifest["kind"]
+        namespace = manifest["metadata"]["namespace"]
+        if kind == "Pod":
+            manifest = {**manifest, "spec": {**manifest["spec"], "nodeName": self.node.name}}
+            self.core.create_namespaced_pod(namespace, manifest)
+        elif kind == "Secret":
+            self.core.create_namespaced_secret(namespace, manifest)
+        elif kind == "ConfigMap":
+            self.core.create_namespaced_config_map(namespace, manifest)
+        else:
+            raise ValueError(f"cannot create a {kind}")
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        response = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        return json.loads(response.data)
+
+    def events(self, namespace: str, name: str | None = None) -> list[str]:
+        selector = f"involvedObject.name={name}" if name else None
+        response = self.core.list_namespaced_event(namespace, field_selector=selector, _preload_content=False)
+        return [f"{e.get('type')} {e.get('reason')}: {e.get('message')}" for e in json.loads(response.data)["items"]]
+
+    def node_events(self) -> list[dict[str, Any]]:
+        response = self.core.list_event_for_all_namespaces(
+            field_selector=f"involvedObject.kind=Node,involvedObject.name={self.node.name}", _preload_content=False
+        )
+        return json.loads(response.data)["items"]
+
+    def wait_running(self, namespace: str, name: str, seconds: float = POD_START_SECONDS) -> dict[str, Any]:
+        """Until every container runs; a pod that failed or cannot start fails at once."""
+        seen: dict[str, Any] = {}
+
+        def probe() -> dict[str, Any] | None:
+            seen.clear()
+            seen.update(self.pod(namespace, name))
+            status = seen.get("status") or {}
+            if status.get("phase") in ("Failed", "Succeeded"):
+                raise PodFailed(f"pod {namespace}/{name} ended ({status.get('phase')}) before the test read it: {self._state(seen)}")
+            for cs in status.get("containerStatuses") or []:
+                waiting = (cs.get("state") or {}).get("waiting") or {}
+                if waiting.get("reason") in ("ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError", "InvalidImageName"):
+                    raise PodFailed(f"pod {namespace}/{name} cannot start: {self._state(seen)}; events: {self.events(namespace, name)}")
+            statuses = status.get("containerStatuses") or []
+            if statuses and all(cs.get("ready") or "running" in (cs.get("state") or {}) for cs in statuses):
+                return dict(seen)
+            return None
+
+        return wait_for(f"pod {namespace}/{name} to run", probe, seconds, lambda: self._state(seen))
+
+    @staticmethod
+    def _state(pod: dict[str, Any]) -> str:
+        status = pod.get("status") or {}
+        containers = [
+            f"{cs.get('name')}={next(iter(cs.get('state') or {'?': 0}))}"
+            f"{'(' + ((cs.get('state') or {}).get('waiting') or {}).get('reason', '') + ')' if 'waiting' in (cs.get('state') or {}) else ''}"
+            for cs in status.get("containerStatuses") or []
+        ]
+        return f"phase={status.get('phase')} containers=[{', '.join(containers)}]"
+
+    def log(self, namespace: str, pod: str, container: str) -> str:
+        response = self.core.read_namespaced_pod_log(pod, namespace, container=container, _preload_content=False)
+        return response.data.decode(errors="replace")
+
+    def wait_log_line(self, namespace: str, pod: str, container: str, prefix: str, seconds: float = POD_START_SECONDS) -> str:
+        """Until the container prints a line starting with `prefix`; a container that ended first fails."""
+        seen = {"log": "", "state": ""}
+
+        def probe() -> str | None:
+            seen["log"] = self.log(namespace, pod, container)
+            for line in seen["log"].splitlines():
+                if line.startswith(prefix):
+                    return line
+            current = self.pod(namespace, pod)
+            seen["state"] = self._state(current)
+            terminated = self.terminated(current, container)
+            if terminated:
+                raise PodFailed(f"{namespace}/{pod}/{container} ended ({terminated}) before printing {prefix!r}; log tail: {seen['log'][-400:]}")
+            return None
+
+        return wait_for(f"{namespace}/{pod}/{container} to print {prefix!r}", probe, seconds,
+                        lambda: f"{seen['state']}; log tail: {seen['log'][-300:]!r}")
+
+    @staticmethod
+    def terminated(pod: dict[str, Any], container: str) -> dict[str, Any] | None:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            if cs.get("name") == container:
+                return (cs.get("state") or {}).get("terminated")
+        return None
+
+    def wait_terminated(self, namespace: str, pod: str, container: str, seconds: float = POD_START_SECONDS) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+
+        def probe() -> dict[str, Any] | None:
+            seen.clear()
+            seen.update(self.pod(namespace, pod))
+            return self.terminated(seen, container)
+
+        return wait_for(f"{namespace}/{pod}/{container} to terminate", probe, seconds, lambda: self._state(seen))
+
+    # --- inside containers ----------------------------------------------------------------------
+
+    def exec(self, namespace: str, pod: str, container: str, argv: list[str]) -> ExecResult:
+        from kubernetes.stream import stream
+
+        client = stream(
+            self.core.connect_get_namespaced_pod_exec,
+            pod,
+            namespace,
+            container=container,
+            command=argv,
+            stderr=True,
+            stdin=False,
+            stdout=True,
+            tty=False,
+            _preload_content=False,
+        )
+        client.run_forever(timeout=120)
+        stdout, stderr = client.read_stdout(), client.read_stderr()
+        code = client.returncode
+        client.close()
+        if code not in (0, None):
+            raise AssertionError(f"`{' '.join(argv)}` in {namespace}/{pod}/{container} exited {code}: {stderr.strip()}")
+        return ExecResult(stdout, stderr)
+
+    def read_file(self, namespace: str, pod: str, container: str, path: str) -> str:
+        return self.exec(namespace, pod, container, ["/swapstress", "cat", path]).stdout
+
+    def cgroup_value(self, namespace: str, pod: str, container: str, name: str) -> str:
+        """A file of the container's own cgroup (cgroup namespaces put it at /sys/fs/cgroup)."""
+        return self.read_file(namespace, pod, container, f"/sys/fs/cgroup/{name}").strip()
+
+    def mounts(self, namespace: str, pod: str, container: str) -> dict[str, "Mount"]:
+        text = self.exec(namespace, pod, container, ["/swapstress", "mountinfo"]).stdout
+        return {m.target: m for m in (Mount.parse(line) for line in text.splitlines() if line.strip())}
+
+    # --- the node, through the API server -------------------------------------------------------
+
+    def node_proxy(self, path: str) -> str:
+        response = self.core.connect_get_node_proxy_with_path(self.node.name, path, _preload_content=False, _request_timeout=60)
+        return response.data.decode()
+
+    def node_status(self) -> dict[str, Any]:
+        response = self.core.read_node(self.node.name, _preload_content=False)
+        return json.loads(response.data)
+
+
+@dataclass(frozen=True)
+class Mount:
+    target: str
+    fstype: str
+    options: frozenset[str]  # per-mount and super-block options together
+
+    @classmethod
+    def parse(cls, line: str) -> "Mount":
+        # mountinfo: id parent major:minor root target opts [optional...] - fstype source superopts
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        fstype, _source, super_options = (right.split() + ["", "", ""])[:3]
+        return cls(fields[4], fstype, frozenset(fields[5].split(",")) | frozenset(super_options.split(",")))
+
+    def option(self, key: str) -> str | None:
+        prefix = key + "="
+        return next((o[len(prefix):] for o in self.options if o.startswith(prefix)), None)
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}-{int(time.time() * 1000) % 10**9}"

@@ -1,0 +1,117 @@
+"""memory.swap.max and memory.max of every container of every pod shape, read inside the
+container, against the oracle for the node's behavior, memory and swap capacity."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from clusters.provider import SwapNode
+from e2e import oracle
+from e2e.conftest import observer_of
+from e2e.observe import NodeObserver, unique_name
+from workloads.pods import QOS_SHAPES, PodShape, labels
+
+CRITICAL_PRIORITY = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
+
+
+@dataclass
+class ShapePods:
+    """All QoS shapes running on one node under one behavior, in one namespace."""
+
+    node: SwapNode
+    observer: NodeObserver
+    namespace: str
+    pods: dict[str, dict[str, Any]]  # shape id -> the pod as the API server returns it
+
+    def read(self, shape: PodShape, container: str, cgroup_file: str) -> str:
+        return self.observer.cgroup_value(self.namespace, shape.id, container, cgroup_file)
+
+    def report(self, shape: PodShape) -> str:
+        import yaml
+
+        pod = dict(self.pods[shape.id])
+        pod.get("metadata", {}).pop("managedFields", None)
+        events = self.observer.events(self.namespace, shape.id)
+        return f"node: {self.node.describe()}\n--- pod\n{yaml.safe_dump(pod, sort_keys=False)}--- events\n" + "\n".join(events)
+
+
+@pytest.fixture(scope="session")
+def shape_pods_cache(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str], ShapePods]]:
+    cache: dict[tuple[str, str], ShapePods] = {}
+    yield cache
+    for deployed in cache.values():
+        deployed.observer.delete_namespace(deployed.namespace)
+
+
+@pytest.fixture
+def shape_pods(swap_node: SwapNode, shape_pods_cache: dict, request: pytest.FixtureRequest) -> ShapePods:
+    """Every pod shape deployed once per node and behavior (pods are created while the node runs
+    that behavior: the kubelet fixes a container's swap limit when it creates the container)."""
+    key = (f"{swap_node.cluster}/{swap_node.name}", swap_node.behavior)
+    if key not in shape_pods_cache:
+        image = request.getfixturevalue("swap_provider").stress_image(swap_node)
+        observer = observer_of(swap_node)
+        namespace = observer.create_namespace(unique_name(f"ksc-shapes-{swap_node.behavior.lower()}"), labels("qos-shapes"))
+        deployed = ShapePods(swap_node, observer, namespace, {})
+        shape_pods_cache[key] = deployed
+        for shape in QOS_SHAPES:
+            observer.create(shape.manifest(image, namespace, f"qos-shapes-{shape.id}"))
+        for shape in QOS_SHAPES:
+            deployed.pods[shape.id] = observer.wait_running(namespace, shape.id)
+    return shape_pods_cache[key]
+
+
+SHAPE_IDS = [s.id for s in QOS_SHAPES]
+
+
+@pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
+def test_pod_is_the_shape_that_was_built(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape) -> None:
+    """Assert what we built before asserting outcomes: upstream once ran every "QoS case" as
+    BestEffort because its builder dropped the resources."""
+    pod = shape_pods.pods[shape.id]
+    assert pod["status"]["qosClass"] == shape.qos, shape_pods.report(shape)
+    assert oracle.qos_class(pod) == shape.qos
+    assert pod["spec"].get("priority", 0) == CRITICAL_PRIORITY.get(shape.priority_class or "", 0)
+
+
+@pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
+def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape) -> None:
+    pod = shape_pods.pods[shape.id]
+    mismatches = []
+    for container in shape.container_names():
+        decision = oracle.decide_swap(
+            swap_node.behavior, pod, container, swap_node.memory_capacity, swap_node.swap_capacity, cgroup_v2=True
+        )
+        want = oracle.readback_swap_max(decision.value)
+        got = shape_pods.read(shape, container, "memory.swap.max")
+        if got != want:
+            mismatches.append(f"{container}: memory.swap.max reads {got}, expected {want}: {decision}")
+    assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
+
+
+@pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
+def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape) -> None:
+    pod = shape_pods.pods[shape.id]
+    mismatches = []
+    for container in shape.container_names():
+        want = oracle.expected_memory_max(pod, container)
+        got = shape_pods.read(shape, container, "memory.max")
+        if got != want:
+            mismatches.append(f"{container}: memory.max reads {got}, expected {want}")
+    assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
+
+
+def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode, shape_pods_cache: dict, request: pytest.FixtureRequest) -> None:
+    """Guard against a suite that passes by accident: under LimitedSwap at least one container
+    must have a non-zero expected swap limit, or the cgroup tests above prove nothing."""
+    expected = [
+        oracle.expected_swap_max("LimitedSwap", shape.manifest("x", "ns", "t"), c, limited_swap_node.memory_capacity, limited_swap_node.swap_capacity)
+        for shape in QOS_SHAPES
+        for c in shape.container_names()
+    ]
+    assert any(v > 0 for v in expected) and any(v == 0 for v in expected)
+    assert limited_swap_node.swap_capacity > 0, f"node has no swap: {limited_swap_node.describe()}"

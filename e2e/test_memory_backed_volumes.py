@@ -1,0 +1,101 @@
+"""Memory-backed volumes: tmpfs, `noswap` when the kernel has it (whatever the swapBehavior),
+`size=` from sizeLimit / the pod's memory limit / node allocatable; configMap stays on disk.
+On a kernel without `noswap`, the node carries the PossibleMemoryBackedVolumesOnDisk warning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from clusters.provider import SwapNode
+from e2e import oracle
+from e2e.conftest import Workspace
+from workloads.pods import labels, memory_volumes_pod
+
+EVENT_REASON = "PossibleMemoryBackedVolumesOnDisk"
+
+
+def kernel_has_noswap(ws: Workspace) -> bool:
+    """The kubelet's own rule: kernel >= 6.4, else whatever a real `noswap` probe mount says,
+    which we run on the node in a privileged container."""
+    try:
+        return oracle.kernel_supports_noswap(ws.node.kernel)
+    except ValueError:
+        pass
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "noswap-probe", "namespace": ws.namespace, "labels": labels(ws.test)},
+        "spec": {
+            "containers": [{
+                "name": "probe", "image": ws.image, "imagePullPolicy": "Never",
+                "command": ["/swapstress", "pause"], "securityContext": {"privileged": True},
+            }],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+        },
+    }
+    ws.deploy(probe)
+    ws.running("noswap-probe")
+    answer = ws.observer.exec(ws.namespace, "noswap-probe", "probe", ["/swapstress", "probe-noswap"]).stdout
+    assert answer.startswith("noswap-supported "), answer
+    return answer.split()[1] == "true"
+
+
+def secret_and_config_map(ws: Workspace) -> tuple[str, str]:
+    meta = {"namespace": ws.namespace, "labels": labels(ws.test)}
+    ws.deploy({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sensitive", **meta},
+               "stringData": {"password": "not-a-real-secret"}})
+    ws.deploy({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", **meta},
+               "data": {"key": "value"}})
+    return "sensitive", "settings"
+
+
+def test_memory_backed_volume_mounts(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    ws = workspace(swap_node)
+    has_noswap = kernel_has_noswap(ws)
+    secret, config_map = secret_and_config_map(ws)
+    ws.deploy(memory_volumes_pod(ws.image, ws.namespace, ws.test, secret, config_map))
+    pod = ws.running("memory-volumes")
+    mounts = ws.observer.mounts(ws.namespace, "memory-volumes", "app")
+
+    volumes = oracle.memory_backed_volumes(pod)
+    assert {v.name for v in volumes} == {"mem-sized", "mem-unsized", "secret", "projected", "downward"}
+    problems = []
+    for volume in volumes:
+        mount = mounts.get(f"/volumes/{volume.name}")
+        if mount is None:
+            problems.append(f"{volume.name}: not mounted at /volumes/{volume.name}")
+            continue
+        if mount.fstype != "tmpfs":
+            problems.append(f"{volume.name}: fstype {mount.fstype}, expected tmpfs")
+        want_noswap = oracle.expects_noswap(volume, has_noswap)
+        if ("noswap" in mount.options) != want_noswap:
+            problems.append(f"{volume.name}: noswap {'missing' if want_noswap else 'present'} in {sorted(mount.options)}"
+                            f" (kernel {swap_node.kernel}, noswap supported: {has_noswap})")
+        size = oracle.expected_tmpfs_size(volume, pod, swap_node.memory_allocatable)
+        want_size = f"{oracle.readback_tmpfs_size_kib(size)}k"
+        if mount.option("size") != want_size:
+            problems.append(f"{volume.name}: size={mount.option('size')}, expected {want_size} ({size} bytes:"
+                            f" sizeLimit {volume.size_limit}, pod limit {oracle.pod_memory_limit(pod)},"
+                            f" allocatable {swap_node.memory_allocatable})")
+    config = mounts.get("/volumes/config")
+    if config is None or config.fstype == "tmpfs":
+        problems.append(f"configMap volume: {config}, expected a disk-backed mount")
+    assert not problems, "\n".join(problems) + "\n" + ws.explain("memory-volumes")
+
+
+def test_on_disk_warning_only_without_noswap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    ws = workspace(swap_node)
+    has_noswap = kernel_has_noswap(ws)
+    warnings = [e for e in ws.observer.node_events() if e.get("reason") == EVENT_REASON]
+    if has_noswap:
+        assert not warnings, f"kernel {swap_node.kernel} supports noswap, yet the node warns: {warnings}"
+    else:
+        assert swap_node.swap_capacity > 0, "the warning is only due when swap is on"
+        assert warnings and warnings[0].get("type") == "Warning", (
+            f"kernel {swap_node.kernel} lacks noswap and swap is on: expected a {EVENT_REASON} Warning on node"
+            f" {swap_node.name}; its events: {[e.get('reason') for e in ws.observer.node_events()]}"
+        )

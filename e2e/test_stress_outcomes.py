@@ -1,0 +1,116 @@
+"""What the node does under memory stress: swap instead of OOM within limit + swap limit, OOM
+beyond it, the fork-exec spike (survives with LimitedSwap, OOM-killed with NoSwap), and a
+Guaranteed pod that never swaps. Sizes come from the node's real memory and swap, through the
+oracle, so the same test is meaningful on a 4 GiB VM and on a 64 GiB kind host."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from clusters.provider import SwapNode
+from e2e import oracle
+from e2e.conftest import Workspace
+from workloads.pods import Mi, alloc_command, fork_spike_command, stress_pod
+
+TARGET_SWAP = 64 * Mi  # the swap limit we size Burstable pods for
+
+
+@dataclass(frozen=True)
+class Sizing:
+    request: int
+    limit: int
+    swap_limit: int  # what the kubelet must write under LimitedSwap (before page rounding)
+
+    def resources(self) -> tuple[dict[str, int], dict[str, int]]:
+        return {"memory": self.request}, {"memory": self.limit}
+
+
+def burstable_sizing(node: SwapNode, headroom: int) -> Sizing:
+    """A request whose LimitedSwap share is about TARGET_SWAP on this node; limit = request + headroom."""
+    assert node.swap_capacity > 0, f"the node has no swap: {node.describe()}"
+    request = -(-TARGET_SWAP * node.memory_capacity // node.swap_capacity) // Mi * Mi
+    limit = request + headroom
+    pod = stress_pod("sizing", "x", "ns", "t", [], {"memory": request}, {"memory": limit})
+    swap = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
+    return Sizing(request, limit, swap)
+
+
+def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
+    text = ws.observer.cgroup_value(ws.namespace, pod, "stress", "memory.events")
+    return {key: int(value) for key, value in (line.split() for line in text.splitlines())}
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    target = size.limit + size.swap_limit // 2  # past the memory limit, well within limit + swap
+    requests, limits = size.resources()
+    ws.deploy(stress_pod("over-limit", ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
+    ws.running("over-limit")
+    ws.observer.wait_log_line(ws.namespace, "over-limit", "stress", f"holding {target}")
+    swap_max = ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.max")
+    swap_current = int(ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.current"))
+    events = memory_events(ws, "over-limit")
+    context = f"{size}, target {target}, events {events}\n" + ws.explain("over-limit")
+    assert swap_max == oracle.readback_swap_max(size.swap_limit), context
+    assert swap_current > 0, context
+    assert swap_current <= int(swap_max), context
+    assert events["oom_kill"] == 0, context
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    target = size.limit + size.swap_limit + 32 * Mi
+    requests, limits = size.resources()
+    ws.deploy(stress_pod("beyond", ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
+    terminated = ws.observer.wait_terminated(ws.namespace, "beyond", "stress")
+    assert terminated.get("reason") == "OOMKilled", f"{size}, target {target}: {terminated}\n" + ws.explain("beyond")
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """The allocation that a Burstable pod survives by swapping (test above) kills a
+    Guaranteed pod with the same memory limit: it has no swap to spill into."""
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    target = size.limit + size.swap_limit // 2
+    resources = {"memory": size.limit, "cpu": "10m"}
+    ws.deploy(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, alloc_command(target), resources, resources))
+    terminated = ws.observer.wait_terminated(ws.namespace, "guaranteed", "stress")
+    pod = ws.observer.pod(ws.namespace, "guaranteed")
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    assert terminated.get("reason") == "OOMKilled", f"limit {size.limit}, target {target}: {terminated}\n" + ws.explain("guaranteed")
+
+
+@pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """The pre-forking server pattern: holding N and forking needs up to 2N for a moment.
+    With limit < 2N <= limit + swap limit, LimitedSwap rides it out and NoSwap OOM-kills."""
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=16 * Mi)
+    hold = size.limit * 5 // 8 // Mi * Mi
+    assert size.limit < 2 * hold < size.limit + size.swap_limit - 16 * Mi, size  # the spec is meaningful
+    requests, limits = size.resources()
+    ws.deploy(stress_pod("spike", ws.image, ws.namespace, ws.test, fork_spike_command(hold), requests, limits))
+    ws.running("spike")
+    outcome = ws.observer.wait_log_line(ws.namespace, "spike", "stress", "child-", seconds=900)
+    if outcome.startswith("child-dirtied") or outcome.startswith("child-exec"):
+        outcome = ws.observer.wait_log_line(ws.namespace, "spike", "stress", "done ", seconds=900)
+    log = ws.observer.log(ws.namespace, "spike", "stress")
+    context = f"{size}, hold {hold}\n{log}\n" + ws.explain("spike")
+    if swap_node.behavior == "LimitedSwap":
+        assert "child-exited 0 iteration=1" in log and "done failures=0" in log, context
+        assert memory_events(ws, "spike")["oom_kill"] == 0, context
+    else:
+        pod = ws.observer.pod(ws.namespace, "spike")
+        terminated = ws.observer.terminated(pod, "stress")
+        killed = "child-killed 9" in log or (terminated or {}).get("reason") == "OOMKilled"
+        assert killed, context
+        if terminated is None:
+            assert memory_events(ws, "spike")["oom_kill"] >= 1, context

@@ -1,0 +1,189 @@
+"""Pod manifests the suite deploys: every QoS shape, memory-backed volumes, stress commands.
+
+Builders return plain dicts (what `kubectl apply` would take). Every pod carries labels naming
+the suite and the test that made it, so anything left behind is findable and attributable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SUITE_LABEL = "kube-swap-conformance"
+TEST_LABEL = "kube-swap-conformance/test"
+STRESS = "/swapstress"
+
+
+@dataclass(frozen=True)
+class Box:
+    """One container's shape: memory/cpu requests and limits, plus how it runs."""
+
+    name: str
+    requests: dict[str, str] = field(default_factory=dict)
+    limits: dict[str, str] = field(default_factory=dict)
+    restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
+    command: tuple[str, ...] = (STRESS, "pause")
+
+    def manifest(self, image: str) -> dict[str, Any]:
+        resources: dict[str, Any] = {}
+        if self.requests:
+            resources["requests"] = dict(self.requests)
+        if self.limits:
+            resources["limits"] = dict(self.limits)
+        container: dict[str, Any] = {
+            "name": self.name,
+            "image": image,
+            "imagePullPolicy": "Never",  # images are loaded into the node, never pulled
+            "command": list(self.command),
+            "resources": resources,
+        }
+        if self.restart_policy:
+            container["restartPolicy"] = self.restart_policy
+        return container
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """A named pod shape; `qos` is what the API server must derive from it."""
+
+    id: str
+    qos: str
+    containers: tuple[Box, ...]
+    init: tuple[Box, ...] = ()
+    priority_class: str | None = None
+
+    def manifest(self, image: str, namespace: str, test: str) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "containers": [c.manifest(image) for c in self.containers],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": False,
+        }
+        if self.init:
+            spec["initContainers"] = [c.manifest(image) for c in self.init]
+            for init in spec["initContainers"]:
+                if "restartPolicy" not in init:  # a plain init container must finish
+                    init["command"] = [STRESS, "true"]
+        if self.priority_class:
+            spec["priorityClassName"] = self.priority_class
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self.id, "namespace": namespace, "labels": labels(test)},
+            "spec": spec,
+        }
+
+    def container_names(self) -> list[str]:
+        """Containers whose cgroup can be read while the pod runs (not finished init containers)."""
+        return [c.name for c in self.containers] + [c.name for c in self.init if c.restart_policy == "Always"]
+
+
+def labels(test: str) -> dict[str, str]:
+    # Label values are at most 63 characters of [A-Za-z0-9._-].
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in test)[-63:].strip("-._") or "test"
+    return {"app.kubernetes.io/part-of": SUITE_LABEL, TEST_LABEL: safe}
+
+
+MEM_REQ = {"memory": "64Mi"}
+MEM_REQ_CPU = {"memory": "64Mi", "cpu": "10m"}
+MEM_LIM = {"memory": "128Mi"}
+GUARANTEED = {"memory": "64Mi", "cpu": "10m"}
+
+QOS_SHAPES: tuple[PodShape, ...] = (
+    PodShape("best-effort", "BestEffort", (Box("app"),)),
+    PodShape("burstable-request-below-limit", "Burstable", (Box("app", MEM_REQ, MEM_LIM),)),
+    PodShape("burstable-request-only", "Burstable", (Box("app", MEM_REQ),)),
+    PodShape("burstable-limit-only", "Burstable", (Box("app", {}, MEM_LIM),)),
+    PodShape("burstable-request-equals-limit", "Burstable", (Box("app", MEM_REQ, {"memory": "64Mi"}),)),
+    PodShape("burstable-cpu-only", "Burstable", (Box("app", {"cpu": "10m"}),)),
+    PodShape(
+        "burstable-mixed-containers",
+        "Burstable",
+        (Box("swaps", MEM_REQ, MEM_LIM), Box("equal", MEM_REQ, {"memory": "64Mi"}), Box("bare")),
+    ),
+    PodShape(
+        "burstable-init-container",
+        "Burstable",
+        (Box("app", {"memory": "96Mi"}, MEM_LIM),),
+        init=(Box("init", {"memory": "32Mi"}, MEM_LIM),),
+    ),
+    PodShape(
+        "burstable-sidecar",
+        "Burstable",
+        (Box("app", MEM_REQ, MEM_LIM),),
+        init=(Box("sidecar", {"memory": "32Mi"}, {"memory": "64Mi"}, restart_policy="Always"),),
+    ),
+    PodShape("guaranteed", "Guaranteed", (Box("app", GUARANTEED, GUARANTEED),)),
+    PodShape("system-node-critical", "Burstable", (Box("app", MEM_REQ, MEM_LIM),), priority_class="system-node-critical"),
+    PodShape(
+        "system-cluster-critical", "Burstable", (Box("app", MEM_REQ, MEM_LIM),), priority_class="system-cluster-critical"
+    ),
+)
+
+
+def memory_volumes_pod(image: str, namespace: str, test: str, secret: str, config_map: str) -> dict[str, Any]:
+    """One container mounting every memory-backed volume type, plus a configMap (on disk)."""
+    volumes = [
+        {"name": "mem-sized", "emptyDir": {"medium": "Memory", "sizeLimit": "32Mi"}},
+        {"name": "mem-unsized", "emptyDir": {"medium": "Memory"}},
+        {"name": "secret", "secret": {"secretName": secret}},
+        {"name": "projected", "projected": {"sources": [{"secret": {"name": secret}}]}},
+        {"name": "downward", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+        {"name": "config", "configMap": {"name": config_map}},
+    ]
+    box = Box("app", {"memory": "64Mi"}, {"memory": "128Mi"}).manifest(image)
+    box["volumeMounts"] = [{"name": v["name"], "mountPath": f"/volumes/{v['name']}"} for v in volumes]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "memory-volumes", "namespace": namespace, "labels": labels(test)},
+        "spec": {
+            "containers": [box],
+            "volumes": volumes,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": False,
+        },
+    }
+
+
+Mi = 1024**2
+
+
+def alloc_command(target: int, step: int = 4 * Mi, interval: str = "10ms") -> list[str]:
+    """Allocate and touch `target` bytes gradually, then hold them (prints `holding <bytes>`)."""
+    return [STRESS, "alloc", "--target", str(target), "--step", str(step), "--interval", interval, "--hold", "forever"]
+
+
+def fork_spike_command(hold: int, child_hold: str = "2s") -> list[str]:
+    """Hold `hold` bytes, fork, let the child dirty its whole copy, exec; keep holding after."""
+    return [STRESS, "forkspike", "--hold", str(hold), "--child-hold", child_hold, "--hold-after", "forever"]
+
+
+def stress_pod(
+    name: str,
+    image: str,
+    namespace: str,
+    test: str,
+    command: list[str],
+    requests: dict[str, str | int] | None = None,
+    limits: dict[str, str | int] | None = None,
+) -> dict[str, Any]:
+    """A one-container pod running a stress command; quantities may be given as byte counts."""
+    box = Box(
+        "stress",
+        {k: str(v) for k, v in (requests or {}).items()},
+        {k: str(v) for k, v in (limits or {}).items()},
+        command=tuple(command),
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels(test)},
+        "spec": {
+            "containers": [box.manifest(image)],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": False,
+        },
+    }
