@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -207,7 +208,23 @@ def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
     except NotCoveredError as error:
         _not_covered(config, behavior, error.reason)
     _record_coverage(config, behavior, node.describe(), None)
+    _skip_if_too_old(request, node)
     return node
+
+
+def _version(text: str) -> tuple[int, ...]:
+    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not match:
+        raise ValueError(f"cannot read a version from {text!r}")
+    return tuple(int(x or 0) for x in match.groups())
+
+
+def _skip_if_too_old(request: pytest.FixtureRequest, node: SwapNode) -> None:
+    """`min_kubernetes("1.34")` / `min_kernel("6.4")`: skip, saying so, only when the node is older."""
+    for marker, have, what in (("min_kubernetes", node.kubelet_version, "kubelet"), ("min_kernel", node.kernel, "kernel")):
+        mark = request.node.get_closest_marker(marker)
+        if mark and _version(have) < _version(mark.args[0]):
+            pytest.skip(f"needs {what} >= {mark.args[0]}; node {node.name} runs {have}")
 
 
 @pytest.fixture

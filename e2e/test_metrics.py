@@ -1,0 +1,115 @@
+"""Swap observability: node swap capacity, /metrics/resource and /stats/summary against the
+container's own cgroup files. Metrics are sampled by the kubelet on its own schedule, so each
+comparison waits (bounded) for a sample taken while the cgroup value was stable, then demands
+equality: a kubelet that reports 0 or a stale value never gets there and fails with both values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from clusters.provider import SwapNode
+from e2e.conftest import Workspace
+from e2e.metrics import find, parse_prometheus, summary_container, summary_pod
+from e2e.observe import wait_for
+from e2e.test_stress_outcomes import burstable_sizing
+from workloads.pods import Mi, alloc_command, stress_pod
+
+METRIC_SECONDS = 180  # the kubelet's stats housekeeping runs every 10-15 s
+
+
+def meminfo(ws: Workspace, pod: str, container: str) -> dict[str, int]:
+    """/proc/meminfo's kB fields in bytes (the file is the node's: it is not namespaced)."""
+    text = ws.observer.read_file(ws.namespace, pod, container, "/proc/meminfo")
+    fields = (line.split() for line in text.splitlines())
+    return {f[0].rstrip(":"): int(f[1]) * 1024 for f in fields if len(f) == 3 and f[2] == "kB"}
+
+
+@pytest.mark.min_kubernetes("1.33")
+def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    ws = workspace(swap_node)
+    ws.deploy(stress_pod("reader", ws.image, ws.namespace, ws.test, ["/swapstress", "pause"]))
+    ws.running("reader")
+    swap_total = meminfo(ws, "reader", "stress")["SwapTotal"]  # /proc/meminfo is the node's
+    info = ws.observer.node_status()["status"]["nodeInfo"]
+    assert swap_total > 0, "the node has no swap provisioned"
+    assert (info.get("swap") or {}).get("capacity") == swap_total, f"nodeInfo {info}; SwapTotal {swap_total}"
+
+
+@pytest.fixture
+def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> Workspace:
+    """A Burstable pod pushed past its memory limit, holding, with part of it in swap."""
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    target = size.limit + size.swap_limit // 2
+    requests, limits = size.resources()
+    ws.deploy(stress_pod("swapping", ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
+    ws.running("swapping")
+    ws.observer.wait_log_line(ws.namespace, "swapping", "stress", f"holding {target}")
+    return ws
+
+
+def stable_swap(ws: Workspace, read: Callable[[], Any]) -> tuple[int, int, Any]:
+    """(swap.current, swap.max, what `read` returned) with swap.current unchanged around `read`."""
+    def current() -> int:
+        return int(ws.observer.cgroup_value(ws.namespace, "swapping", "stress", "memory.swap.current"))
+
+    before = current()
+    value = read()
+    after = current()
+    swap_max = int(ws.observer.cgroup_value(ws.namespace, "swapping", "stress", "memory.swap.max"))
+    return (before if before == after else -1), swap_max, value
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.30")
+def test_resource_metrics_match_the_cgroup(swap_node: SwapNode, swapping_pod: Workspace) -> None:
+    ws = swapping_pod
+    labels = {"namespace": ws.namespace, "pod": "swapping"}
+    seen: dict[str, Any] = {}
+
+    def probe() -> dict[str, Any] | None:
+        current, swap_max, text = stable_swap(ws, lambda: ws.observer.node_proxy("metrics/resource"))
+        samples = parse_prometheus(text)
+        container = find(samples, "container_swap_usage_bytes", container="stress", **labels)
+        seen.update(current=current, swap_max=swap_max, container=container,
+                    pod=find(samples, "pod_swap_usage_bytes", **labels), node=find(samples, "node_swap_usage_bytes"),
+                    limit=find(samples, "container_swap_limit_bytes", container="stress", **labels))
+        if current > 0 and container is not None and container.value == current:
+            return dict(seen)
+        return None
+
+    got = wait_for("container_swap_usage_bytes to equal the container's memory.swap.current", probe,
+                   METRIC_SECONDS, lambda: repr(seen))
+    assert got["pod"] is not None and got["pod"].value >= got["current"], got
+    assert got["node"] is not None and got["node"].value >= got["current"], got
+    if tuple(int(x) for x in swap_node.kubelet_version.lstrip("v").split(".")[:2]) >= (1, 34):
+        assert got["limit"] is not None and got["limit"].value == got["swap_max"], got
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.30")
+def test_stats_summary_matches_the_cgroup(swap_node: SwapNode, swapping_pod: Workspace) -> None:
+    import json
+
+    ws = swapping_pod
+    seen: dict[str, Any] = {}
+
+    def probe() -> dict[str, Any] | None:
+        current, swap_max, text = stable_swap(ws, lambda: ws.observer.node_proxy("stats/summary"))
+        summary = json.loads(text)
+        container = (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap") or {}
+        seen.update(current=current, swap_max=swap_max, container=container,
+                    pod=(summary_pod(summary, ws.namespace, "swapping") or {}).get("swap"),
+                    node=(summary.get("node") or {}).get("swap"))
+        if current > 0 and container.get("swapUsageBytes") == current:
+            return dict(seen)
+        return None
+
+    got = wait_for("/stats/summary container swapUsageBytes to equal memory.swap.current", probe,
+                   METRIC_SECONDS, lambda: repr(seen))
+    assert got["container"].get("swapAvailableBytes") == got["swap_max"] - got["current"], got
+    assert got["pod"] and got["pod"].get("swapUsageBytes", -1) >= got["current"], got
+    assert got["node"] and got["node"].get("swapUsageBytes", -1) >= got["current"], got
