@@ -92,7 +92,8 @@ class NodeObserver:
         kind = manifest["kind"]
         namespace = manifest["metadata"]["namespace"]
         if kind == "Pod":
-            manifest = {**manifest, "spec": {**manifest["spec"], "nodeName": self.node.name}}
+            # Pinned to the node under test unless the manifest names another node on purpose.
+            manifest = {**manifest, "spec": {"nodeName": self.node.name, **manifest["spec"]}}
             self.core.create_namespaced_pod(namespace, manifest)
         elif kind == "Secret":
             self.core.create_namespaced_secret(namespace, manifest)
@@ -228,6 +229,14 @@ class NodeObserver:
     def node_proxy(self, path: str) -> str:
         response = self.core.connect_get_node_proxy_with_path(self.node.name, path, _preload_content=False, _request_timeout=60)
         return response.data.decode()
+
+    def pods_on_node(self, node: str | None = None) -> list[dict[str, Any]]:
+        response = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node or self.node.name}",
+                                                         _preload_content=False)
+        return json.loads(response.data)["items"]
+
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in json.loads(self.core.list_node(_preload_content=False).data)["items"]]
 
     def node_status(self) -> dict[str, Any]:
         response = self.core.read_node(self.node.name, _preload_content=False)

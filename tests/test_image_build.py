@@ -412,3 +412,14 @@ def test_probe_noswap_matches_what_the_kernel_allows(bins: StressBinaries) -> No
                                   capture_output=True, text=True, timeout=60)
     assert unprivileged.returncode == 0
     assert unprivileged.stdout.startswith("noswap-supported false error=")
+
+
+def test_find_cgroup_reads_the_named_containers_file(tmp_path: Path, bins: StressBinaries) -> None:
+    scope = tmp_path / "kubepods.slice" / "cri-containerd-0123456789abcdef0123.scope"
+    scope.mkdir(parents=True)
+    (scope / "memory.swap.max").write_text("0\n")
+    found = run(bins, "find-cgroup", str(tmp_path), "0123456789abcdef0123", "memory.swap.max")
+    assert found.returncode == 0 and found.stdout == f"cgroup {scope}\n0\n"
+    missing = run(bins, "find-cgroup", str(tmp_path), "fedcba9876543210", "memory.swap.max")
+    assert missing.returncode == 1 and "no cgroup below" in missing.stdout
+    assert run(bins, "find-cgroup", str(tmp_path), "short", "memory.swap.max").returncode == 1

@@ -11,6 +11,7 @@
 //	swapstress mountinfo                   print /proc/self/mountinfo
 //	swapstress true                        exit 0 (a cheap exec target)
 //	swapstress probe-noswap                does the kernel accept tmpfs noswap? (privileged)
+//	swapstress find-cgroup ROOT ID FILE    a file of the cgroup named for a container id
 //
 // Progress goes to stdout as one event per line, "<event> <value> [key=value ...]", written
 // with a single write(2) each so nothing is lost when the process is OOM-killed.
@@ -36,6 +37,7 @@ var commands = map[string]command{
 	"cat":          {runCat, "print files"},
 	"mountinfo":    {runMountinfo, "print /proc/self/mountinfo"},
 	"true":         {func([]string) error { return nil }, "exit 0"},
+	"find-cgroup":  {runFindCgroup, "print a file of the cgroup whose directory names a container id"},
 	"probe-noswap": {runProbeNoswap, "mount a tmpfs with noswap, as the kubelet's probe does (privileged)"},
 }
 
@@ -47,7 +49,7 @@ func emit(format string, args ...any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: swapstress COMMAND [flags]")
-	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "probe-noswap"} {
+	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "probe-noswap", "find-cgroup"} {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
 }
