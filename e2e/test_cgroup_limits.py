@@ -3,7 +3,7 @@ container, against the oracle for the node's behavior, memory and swap capacity.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 

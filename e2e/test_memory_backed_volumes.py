@@ -5,9 +5,6 @@ On a kernel without `noswap`, the node carries the PossibleMemoryBackedVolumesOn
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle

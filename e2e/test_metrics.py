@@ -14,8 +14,8 @@ from clusters.provider import SwapNode
 from e2e.conftest import Workspace
 from e2e.metrics import find, parse_prometheus, summary_container, summary_pod
 from e2e.observe import wait_for
-from e2e.test_stress_outcomes import burstable_sizing
-from workloads.pods import Mi, alloc_command, stress_pod
+from e2e.sizing import swapping_past_limit
+from workloads.pods import stress_pod
 
 METRIC_SECONDS = 180  # the kubelet's stats housekeeping runs every 10-15 s
 
@@ -42,12 +42,7 @@ def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callab
 def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> Workspace:
     """A Burstable pod pushed past its memory limit, holding, with part of it in swap."""
     ws = workspace(swap_node)
-    size = burstable_sizing(swap_node, headroom=32 * Mi)
-    target = size.limit + size.swap_limit // 2
-    requests, limits = size.resources()
-    ws.deploy(stress_pod("swapping", ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
-    ws.running("swapping")
-    ws.observer.wait_log_line(ws.namespace, "swapping", "stress", f"holding {target}")
+    swapping_past_limit(ws, "swapping")
     return ws
 
 

@@ -6,37 +6,13 @@ oracle, so the same test is meaningful on a 4 GiB VM and on a 64 GiB kind host."
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-
 import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace
+from e2e.sizing import burstable_sizing, swapping_past_limit
 from workloads.pods import Mi, alloc_command, fork_spike_command, stress_pod
-
-TARGET_SWAP = 64 * Mi  # the swap limit we size Burstable pods for
-
-
-@dataclass(frozen=True)
-class Sizing:
-    request: int
-    limit: int
-    swap_limit: int  # what the kubelet must write under LimitedSwap (before page rounding)
-
-    def resources(self) -> tuple[dict[str, int], dict[str, int]]:
-        return {"memory": self.request}, {"memory": self.limit}
-
-
-def burstable_sizing(node: SwapNode, headroom: int) -> Sizing:
-    """A request whose LimitedSwap share is about TARGET_SWAP on this node; limit = request + headroom."""
-    assert node.swap_capacity > 0, f"the node has no swap: {node.describe()}"
-    request = -(-TARGET_SWAP * node.memory_capacity // node.swap_capacity) // Mi * Mi
-    limit = request + headroom
-    pod = stress_pod("sizing", "x", "ns", "t", [], {"memory": request}, {"memory": limit})
-    swap = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
-    return Sizing(request, limit, swap)
-
 
 def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
     text = ws.observer.cgroup_value(ws.namespace, pod, "stress", "memory.events")
@@ -46,12 +22,7 @@ def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     ws = workspace(swap_node)
-    size = burstable_sizing(swap_node, headroom=32 * Mi)
-    target = size.limit + size.swap_limit // 2  # past the memory limit, well within limit + swap
-    requests, limits = size.resources()
-    ws.deploy(stress_pod("over-limit", ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
-    ws.running("over-limit")
-    ws.observer.wait_log_line(ws.namespace, "over-limit", "stress", f"holding {target}")
+    size, target = swapping_past_limit(ws, "over-limit")  # past the limit, within limit + swap
     swap_max = ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.max")
     swap_current = int(ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.current"))
     events = memory_events(ws, "over-limit")
