@@ -1,0 +1,148 @@
+"""Benchmark of the vm provider (not a test): cold build, warm start, pod start, guest memory.
+
+    python bench/vm_bench.py [--behavior LimitedSwap] [--kernel 6.12] [--keep]
+
+* cold build: measured if the caches are empty; otherwise the times recorded by the cold
+  build (the ``.complete`` markers under ~/.cache/kube-swap-conformance) are reported.
+* warm start: cached binaries and disk -> node Ready (qemu start, boot, kubeadm init, Ready).
+* pod to Running: one stress-image pod (imagePullPolicy Never), create -> Running.
+* the guest's /proc/meminfo MemTotal / SwapTotal / SwapFree.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from clusters.vm import VmCluster  # noqa: E402
+from clusters.vm import build as vbuild  # noqa: E402
+from clusters.vm import image as vimage  # noqa: E402
+
+
+def host_description() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kb = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    osr = "linux"
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                osr = line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return (f"{platform.node()}: {os.cpu_count()} cores ({cpu}), {mem_kb / 1048576:.0f} GiB, {osr}, "
+            f"kernel {platform.release()}, KVM unusable -> QEMU TCG")
+
+
+def recorded_build_times(root: Path) -> dict[str, str]:
+    out = {}
+    for marker in sorted((root / "bin").glob("*/.complete")):
+        out[marker.parent.name] = marker.read_text().strip()
+    for marker in sorted((root / "vm" / "rootfs").glob("*/.complete")):
+        out[f"rootfs {marker.parent.name}"] = marker.read_text().strip()
+    for marker in sorted((root / "vm" / "images").glob("*/.complete")):
+        out[f"disk {marker.parent.name}"] = marker.read_text().strip()
+    return out
+
+
+def meminfo(vm: VmCluster) -> dict[str, int]:
+    rc, out, err = vm.guest_exec(["cat", "/proc/meminfo"])
+    if rc:
+        raise RuntimeError(err)
+    vals = {}
+    for line in out.splitlines():
+        k, _, rest = line.partition(":")
+        vals[k] = int(rest.split()[0]) * 1024
+    return vals
+
+
+def pod_to_running(vm: VmCluster, timeout: float = 900) -> float:
+    from kubernetes import client
+
+    core = client.CoreV1Api(vm.api())
+    name = f"bench-{int(time.time())}"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+               "name": "main", "image": vm.stress_image, "imagePullPolicy": "Never", "args": ["pause"],
+               "resources": {"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}}]}}
+    t0 = time.monotonic()
+    core.create_namespaced_pod("default", pod)
+    try:
+        while time.monotonic() - t0 < timeout:
+            p = core.read_namespaced_pod(name, "default")
+            if p.status.phase == "Running":
+                return time.monotonic() - t0
+            time.sleep(0.5)
+        raise RuntimeError(f"pod {name} not Running after {timeout}s: {p.status}")
+    finally:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--behavior", default="LimitedSwap")
+    ap.add_argument("--kernel", default="6.12")
+    ap.add_argument("--k8s-version", default=vbuild.DEFAULT_K8S_VERSION)
+    ap.add_argument("--keep", action="store_true", help="leave the VM running")
+    ap.add_argument("--state-dir", type=Path, default=None)
+    a = ap.parse_args()
+
+    vm = VmCluster(a.state_dir or Path.home() / ".cache" / "kube-swap-conformance" / "vm" / "bench-run",
+                   k8s_version=a.k8s_version, kernel=a.kernel)
+    root = vm.cache_dir
+    rows: list[tuple[str, str]] = [("host", host_description())]
+    cold_needed = not all(c.is_cached(root) for c in (
+        vbuild.containerd_component(), vbuild.runc_component(), vbuild.cni_component(), vbuild.etcd_component(),
+        vbuild.Component("kubernetes", a.k8s_version, vbuild.K8S_COMMANDS)))
+    cold_needed = cold_needed or not (root / "vm" / "rootfs" / vimage.rootfs_key(a.kernel) / ".complete").exists()
+    if cold_needed:
+        t0 = time.monotonic()
+        vm.prepare()
+        rows.append(("cold build (binaries + rootfs + disk)", f"{time.monotonic() - t0:.0f} s (measured now)"))
+    else:
+        rows.append(("cold build", "caches warm: recorded cold times below"))
+    for k, v in recorded_build_times(root).items():
+        rows.append((f"  recorded: {k}", v))
+    try:
+        t0 = time.monotonic()
+        vm.up(a.behavior)
+        warm = time.monotonic() - t0
+        rows.append(("warm start: cached -> node Ready", f"{warm:.0f} s"))
+        for k in ("build", "image", "boot", "kubeadm_init", "boot_to_ready"):
+            if k in vm.timings:
+                rows.append((f"  phase {k}", f"{vm.timings[k]:.1f} s"))
+        rows.append(("pod (stress image) create -> Running", f"{pod_to_running(vm):.1f} s"))
+        mi = meminfo(vm)
+        for k in ("MemTotal", "SwapTotal", "SwapFree"):
+            rows.append((f"guest {k}", f"{mi[k]} bytes ({mi[k] / 1048576:.0f} MiB)"))
+        st = vm.status()
+        rows.append(("node", f"{st.get('kubelet_version')} kernel {st.get('kernel_release')} "
+                             f"swap capacity {st.get('swap_capacity')}"))
+    finally:
+        if not a.keep:
+            vm.down(quiet=True)
+    width = max(len(k) for k, _ in rows)
+    print()
+    for k, v in rows:
+        print(f"{k.ljust(width)}  {v}")
+    print(json.dumps(dict(rows), indent=None), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,343 @@
+"""Build the node's binaries from the Go module proxy, cached by component and version.
+
+Every component is built from a small scratch "wrapper" main module under
+``CACHE/src/<component>-<version>/`` and installed into
+``CACHE/bin/<component>-<version>/`` together with a ``.complete`` marker, so a
+second run finds everything and builds nothing.
+
+* kubernetes: a main module requiring k8s.io/kubernetes vX.Y.Z with a ``replace`` for
+  every staging module (``go install k8s.io/kubernetes/cmd/kubelet@v`` does not work:
+  k8s.io/kubernetes replaces its staging modules with local paths). Version ldflags are
+  set for both k8s.io/component-base/version and k8s.io/client-go/pkg/version.
+* containerd 2.x (tags no_btrfs no_devmapper no_zfs), runc (cgo + libseccomp), CNI
+  plugins, etcd (a wrapper main calling etcdmain.Main).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from .paths import cache_root
+
+Progress = Callable[[str], None]
+
+GOPROXY = os.environ.get("GOPROXY", "https://proxy.golang.org").split(",")[0]
+
+DEFAULT_K8S_VERSION = "v1.36.3"
+DEFAULT_CONTAINERD_VERSION = "v2.4.2"
+DEFAULT_RUNC_VERSION = "v1.5.2"
+DEFAULT_CNI_VERSION = "v1.9.1"
+DEFAULT_ETCD_VERSION = "v3.6.16"
+
+K8S_COMMANDS = (
+    "kubelet",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kubeadm",
+)
+
+CNI_PLUGINS = {
+    "bridge": "plugins/main/bridge",
+    "host-local": "plugins/ipam/host-local",
+    "loopback": "plugins/main/loopback",
+    "portmap": "plugins/meta/portmap",
+}
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def cache_lock(root: Path, name: str, progress: Progress | None = None):
+    """Exclusive lock so two processes never build the same cache entry at once."""
+    d = root / "locks"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / f"{name}.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                progress(f"waiting for another process building {name}")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _proxy_get(path: str, timeout: float = 60) -> str:
+    url = f"{GOPROXY.rstrip('/')}/{path}"
+    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - fixed proxy URL
+        return r.read().decode()
+
+
+def latest_kubernetes_version() -> str:
+    """Newest non-prerelease k8s.io/kubernetes version on the Go proxy."""
+    versions = [v for v in _proxy_get("k8s.io/kubernetes/@v/list").split() if re.fullmatch(r"v\d+\.\d+\.\d+", v)]
+    if not versions:
+        raise BuildError("the Go proxy lists no k8s.io/kubernetes release")
+    return max(versions, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
+
+
+def _go_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("GOTOOLCHAIN", "local")
+    env["GOFLAGS"] = "-buildvcs=false -mod=mod"
+    env.update(extra or {})
+    return env
+
+
+def _run_logged(argv: Sequence[str], cwd: Path, log: Path, env: Mapping[str, str], what: str) -> None:
+    with open(log, "ab") as f:
+        f.write(f"\n$ {' '.join(argv)}\n".encode())
+        f.flush()
+        rc = subprocess.call(list(argv), cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=dict(env))
+    if rc != 0:
+        tail = log.read_text(errors="replace").splitlines()[-25:]
+        raise BuildError(f"{what} failed (exit {rc}); log {log}:\n" + "\n".join(tail))
+
+
+@dataclass
+class Component:
+    """One cached build: a wrapper module plus the binaries it produces."""
+
+    name: str
+    version: str
+    binaries: tuple[str, ...]
+    files: dict[str, str] = field(default_factory=dict)  # wrapper module files
+    # (output binary, package path) pairs
+    targets: tuple[tuple[str, str], ...] = ()
+    cgo: bool = False
+    tags: tuple[str, ...] = ()
+    ldflags: str = "-s -w"
+    extra_dirs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+    def bin_dir(self, root: Path) -> Path:
+        return root / "bin" / self.key
+
+    def is_cached(self, root: Path) -> bool:
+        d = self.bin_dir(root)
+        return (d / ".complete").exists() and all((d / b).exists() for b in self.binaries)
+
+    def build(self, root: Path, progress: Progress) -> Path:
+        if self.is_cached(root):
+            progress(f"building: {self.key} cached in {self.bin_dir(root)}")
+            return self.bin_dir(root)
+        with cache_lock(root, self.key, progress):
+            return self._build_locked(root, progress)
+
+    def _build_locked(self, root: Path, progress: Progress) -> Path:
+        out = self.bin_dir(root)
+        if self.is_cached(root):
+            progress(f"building: {self.key} cached in {out}")
+            return out
+        src = root / "src" / self.key
+        src.mkdir(parents=True, exist_ok=True)
+        for rel, text in self.files.items():
+            p = src / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        log = root / "logs" / f"build-{self.key}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"build {self.key} {_dt.datetime.now(_dt.timezone.utc).isoformat()}\n")
+        env = _go_env({"CGO_ENABLED": "1" if self.cgo else "0"})
+        t0 = time.monotonic()
+        progress(f"building: {self.key} ({len(self.targets)} targets; log {log})")
+        for binary, pkg in self.targets:
+            t1 = time.monotonic()
+            argv = ["go", "build", "-trimpath", "-ldflags", self.ldflags, "-o", str(tmp / binary)]
+            if self.tags:
+                argv += ["-tags", ",".join(self.tags)]
+            argv.append(pkg)
+            _run_logged(argv, src, log, env, f"go build {pkg}")
+            progress(f"building: {self.key}: {binary} done in {time.monotonic() - t1:.0f}s")
+        (tmp / ".complete").write_text(f"built in {time.monotonic() - t0:.0f}s\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        progress(f"building: {self.key} built in {time.monotonic() - t0:.0f}s")
+        return out
+
+
+def _staging_modules(k8s_version: str) -> list[str]:
+    gomod = _proxy_get(f"k8s.io/kubernetes/@v/{k8s_version}.mod")
+    return re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, re.M)
+
+
+def _module_exists(mod: str, version: str) -> bool:
+    try:
+        _proxy_get(f"{mod}/@v/{version}.mod", timeout=30)
+        return True
+    except Exception:  # noqa: BLE001 - 404/410 from the proxy
+        return False
+
+
+def kubernetes_component(version: str) -> Component:
+    if not re.fullmatch(r"v1\.(\d+)\.(\d+)", version):
+        raise BuildError(f"unsupported Kubernetes version {version!r} (want v1.MINOR.PATCH)")
+    minor = version.split(".")[1]
+    staging_version = "v0." + ".".join(version[1:].split(".")[1:])
+    lines = ["module ksc.local/kubernetes-build", "", "go 1.26", "",
+             f"require k8s.io/kubernetes {version}", "", "replace ("]
+    extra_dirs: dict[str, str] = {}
+    for mod in _staging_modules(version):
+        if _module_exists(mod, staging_version):
+            lines.append(f"\t{mod} => {mod} {staging_version}")
+        else:
+            # not published for this version (e.g. k8s.io/sample-cli-plugin): an empty stub
+            # module; nothing we build imports it.
+            stub = "stubs/" + mod.split("/", 1)[1]
+            extra_dirs[f"{stub}/go.mod"] = f"module {mod}\n\ngo 1.24\n"
+            lines.append(f"\t{mod} => ./{stub}")
+    lines.append(")")
+    files = {"go.mod": "\n".join(lines) + "\n", **extra_dirs}
+    build_date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    xs = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        for k, v in (("gitVersion", version), ("gitMajor", "1"), ("gitMinor", minor),
+                     ("gitCommit", f"goproxy-{version}"), ("gitTreeState", "clean"),
+                     ("buildDate", build_date)):
+            xs.append(f"-X {pkg}.{k}={v}")
+    return Component(
+        name="kubernetes",
+        version=version,
+        binaries=K8S_COMMANDS,
+        files=files,
+        targets=tuple((c, f"k8s.io/kubernetes/cmd/{c}") for c in K8S_COMMANDS),
+        ldflags="-s -w " + " ".join(xs),
+    )
+
+
+def containerd_component(version: str = DEFAULT_CONTAINERD_VERSION) -> Component:
+    mod = "github.com/containerd/containerd/v2"
+    ver_pkg = f"{mod}/version"
+    return Component(
+        name="containerd",
+        version=version,
+        binaries=("containerd", "containerd-shim-runc-v2", "ctr"),
+        files={"go.mod": f"module ksc.local/containerd-build\n\ngo 1.26\n\nrequire {mod} {version}\n"},
+        targets=(("containerd", f"{mod}/cmd/containerd"),
+                 ("containerd-shim-runc-v2", f"{mod}/cmd/containerd-shim-runc-v2"),
+                 ("ctr", f"{mod}/cmd/ctr")),
+        tags=("no_btrfs", "no_devmapper", "no_zfs", "urfave_cli_no_docs"),
+        ldflags=f"-s -w -X {ver_pkg}.Version={version} -X {ver_pkg}.Revision=goproxy",
+    )
+
+
+def runc_component(version: str = DEFAULT_RUNC_VERSION) -> Component:
+    mod = "github.com/opencontainers/runc"
+    return Component(
+        name="runc",
+        version=version,
+        binaries=("runc",),
+        files={"go.mod": f"module ksc.local/runc-build\n\ngo 1.25\n\nrequire {mod} {version}\n"},
+        targets=(("runc", mod),),
+        cgo=True,
+        tags=("seccomp", "urfave_cli_no_docs"),
+        ldflags=f"-s -w -X main.version={version.lstrip('v')} -X main.gitCommit=goproxy",
+    )
+
+
+def cni_component(version: str = DEFAULT_CNI_VERSION) -> Component:
+    mod = "github.com/containernetworking/plugins"
+    return Component(
+        name="cni-plugins",
+        version=version,
+        binaries=tuple(CNI_PLUGINS),
+        files={"go.mod": f"module ksc.local/cni-build\n\ngo 1.24\n\nrequire {mod} {version}\n"},
+        targets=tuple((b, f"{mod}/{p}") for b, p in CNI_PLUGINS.items()),
+    )
+
+
+def etcd_component(version: str = DEFAULT_ETCD_VERSION) -> Component:
+    main = (
+        "package main\n\nimport (\n\t\"os\"\n\n\t\"go.etcd.io/etcd/server/v3/etcdmain\"\n)\n\n"
+        "func main() { etcdmain.Main(os.Args) }\n"
+    )
+    return Component(
+        name="etcd",
+        version=version,
+        binaries=("etcd",),
+        files={
+            "go.mod": f"module ksc.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 {version}\n",
+            "main.go": main,
+        },
+        targets=(("etcd", "."),),
+    )
+
+
+@dataclass
+class Binaries:
+    kubernetes: Path
+    containerd: Path
+    runc: Path
+    cni: Path
+    etcd: Path
+    k8s_version: str
+    etcd_version: str
+
+    def all_files(self) -> dict[str, Path]:
+        """Destination path in the guest -> host file."""
+        out: dict[str, Path] = {}
+        for b in K8S_COMMANDS:
+            out[f"usr/local/bin/{b}"] = self.kubernetes / b
+        for b in ("containerd", "containerd-shim-runc-v2", "ctr"):
+            out[f"usr/local/bin/{b}"] = self.containerd / b
+        out["usr/local/sbin/runc"] = self.runc / "runc"
+        for b in CNI_PLUGINS:
+            out[f"opt/cni/bin/{b}"] = self.cni / b
+        out["usr/local/bin/etcd"] = self.etcd / "etcd"
+        return out
+
+
+def build_all(
+    k8s_version: str = DEFAULT_K8S_VERSION,
+    *,
+    etcd_version: str = DEFAULT_ETCD_VERSION,
+    root: Path | None = None,
+    progress: Progress = print,
+) -> Binaries:
+    root = root or cache_root()
+    comps = {
+        "containerd": containerd_component(),
+        "runc": runc_component(),
+        "cni": cni_component(),
+        "etcd": etcd_component(etcd_version),
+    }
+    # kubernetes last-but-not-least: the biggest; resolve its module only when needed
+    k8s = Component(name="kubernetes", version=k8s_version, binaries=K8S_COMMANDS)
+    if not k8s.is_cached(root):
+        k8s = kubernetes_component(k8s_version)
+    out = {name: c.build(root, progress) for name, c in comps.items()}
+    kdir = k8s.build(root, progress)
+    return Binaries(kubernetes=kdir, containerd=out["containerd"], runc=out["runc"], cni=out["cni"],
+                    etcd=out["etcd"], k8s_version=k8s_version, etcd_version=etcd_version)
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    import sys
+
+    from .progress import stderr_progress
+
+    v = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_K8S_VERSION
+    b = build_all(v, progress=stderr_progress())
+    print(b)

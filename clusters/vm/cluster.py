@@ -1,0 +1,459 @@
+"""``VmCluster``: a single-node kubeadm cluster in a QEMU guest, driven from the host.
+
+    with VmCluster() as vm:
+        kubeconfig = vm.up("LimitedSwap")
+        vm.set_swap_behavior("NoSwap")
+        rc, out, err = vm.guest_exec(["cat", "/proc/meminfo"])
+
+State (pid, port, sockets, overlay, kubeconfig) lives in ``state_dir`` so another process
+(``python -m clusters.vm down``, ``up(reuse=True)``) can attach to or stop a running VM.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import yaml
+
+from . import build as _build
+from . import guestfiles, image, node, qemu
+from .paths import cache_root, default_state_dir
+from .progress import stderr_progress
+
+Progress = Callable[[str], None]
+
+KUBEADM_LOG = "/var/log/ksc-kubeadm-init.log"
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+_PROGRESS_MARKERS = ("[wait-control-plane]", "[api-check]", "[control-plane-check]", "[kubelet-check]",
+                     "[mark-control-plane]", "[bootstrap-token]", "[upload-config]", "[preflight] Running",
+                     "has initialized successfully", "[kubelet-start] Starting")
+
+
+class VmClusterError(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def _interrupts_raise():
+    """SIGINT and SIGTERM raise KeyboardInterrupt (even if SIGINT was inherited as ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _normalize_behavior(b: str) -> str:
+    try:
+        from clusters.behaviors import normalize
+    except ImportError:  # pragma: no cover - the lead's module is missing
+        return b or "NoSwap"
+    return normalize(b)
+
+
+@dataclass
+class VmState:
+    pid: int
+    port: int
+    k8s_version: str
+    kernel: str
+    kernel_release: str
+    memory_mb: int
+    swap_mb: int
+    cpus: int
+    behavior: str
+    image_key: str
+    started_at: float
+    stress_image: str = ""
+    pause_image: str = ""
+    ready_at: float | None = None
+
+
+class VmCluster:
+    """Lifecycle of the vm provider's node; see the module docstring."""
+
+    node_name = guestfiles.NODE_NAME
+
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        *,
+        k8s_version: str = _build.DEFAULT_K8S_VERSION,
+        kernel: str = "6.12",
+        memory_mb: int = 4096,
+        swap_mb: int = 2048,
+        cpus: int = 2,
+        cache_dir: Path | None = None,
+        progress: Progress | None = None,
+    ):
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
+        self.k8s_version = k8s_version
+        self.kernel = kernel
+        self.memory_mb = memory_mb
+        self.swap_mb = swap_mb
+        self.cpus = cpus
+        self.progress: Progress = progress or stderr_progress()
+        self.paths = qemu.VmPaths(self.state_dir)
+        self.agent = qemu.GuestAgent(self.paths.qga)
+        self.timings: dict[str, float] = {}
+        self._api: Any = None
+        self.reused = False
+        self.stress_ref = ""
+        self.pause_ref = ""
+
+    # ------------------------------------------------------------------ state
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def kubectl(self) -> Path:
+        """The kubectl built with the node's version (host binary)."""
+        return self.cache_dir / "bin" / f"kubernetes-{self.k8s_version}" / "kubectl"
+
+    @property
+    def stress_image(self) -> str:
+        """Ref of the stress image preloaded in the guest (use imagePullPolicy: Never)."""
+        return self.stress_ref
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    def state(self) -> VmState | None:
+        try:
+            return VmState(**json.loads(self.state_file.read_text()))
+        except (FileNotFoundError, ValueError, TypeError):
+            return None
+
+    def _save_state(self, st: VmState) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(st), indent=2) + "\n")
+        tmp.replace(self.state_file)
+
+    def is_running(self) -> bool:
+        return qemu.read_pid(self.paths) is not None
+
+    # ------------------------------------------------------------------ prepare
+    def prepare(self) -> image.GuestImage:
+        """Build (or find cached) binaries, container images and the guest disk."""
+        t0 = time.monotonic()
+        bins = _build.build_all(self.k8s_version, root=self.cache_dir, progress=self.progress)
+        self.timings["build"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        refs = node.kubeadm_images(bins.kubernetes / "kubeadm", self.k8s_version)
+        oci_dir = self.cache_dir / "vm" / "oci" / self.k8s_version
+        cp = node.write_control_plane_images(oci_dir, refs, {
+            "kube-apiserver": bins.kubernetes / "kube-apiserver",
+            "kube-controller-manager": bins.kubernetes / "kube-controller-manager",
+            "kube-scheduler": bins.kubernetes / "kube-scheduler",
+            "etcd": bins.etcd / "etcd",
+        })
+        from workloads.image import build as wbuild
+
+        stress_archive, self.stress_ref = wbuild.build_stress_image(oci_dir)
+        pause = wbuild.build_pause_image(oci_dir, refs["pause"])
+        pause_archive = pause[0] if isinstance(pause, tuple) else pause
+        self.pause_ref = refs["pause"]
+        files: dict[str, Path | bytes] = dict(bins.all_files())
+        files.update(guestfiles.guest_files(self.pause_ref))
+        files.update(node.probe_patches())
+        for name, arch in cp.items():
+            files[f"{guestfiles.IMAGES_DIR}/{name}.tar"] = arch
+        files[f"{guestfiles.IMAGES_DIR}/pause.tar"] = Path(pause_archive)
+        files[f"{guestfiles.IMAGES_DIR}/stress.tar"] = Path(stress_archive)
+        files["etc/ksc/stress-image"] = (self.stress_ref + "\n").encode()
+        img = image.build_image(kernel=self.kernel, files=files, root=self.cache_dir, progress=self.progress)
+        self.timings["image"] = time.monotonic() - t1
+        return img
+
+    # ------------------------------------------------------------------ up/down
+    def up(self, behavior: str = "LimitedSwap", reuse: bool = False) -> Path:
+        """Bring the node up (or attach to a running one with ``reuse``); returns the kubeconfig.
+
+        Ctrl-C (SIGINT) or SIGTERM during ``up`` stops the VM it started before re-raising.
+        """
+        with _interrupts_raise():
+            return self._up(behavior, reuse)
+
+    def _up(self, behavior: str, reuse: bool) -> Path:
+        behavior = _normalize_behavior(behavior)
+        st = self.state()
+        if reuse and st and self.is_running() and self.kubeconfig.exists():
+            self.progress(f"reusing running VM (pid {st.pid}, port {st.port})")
+            self.reused = True
+            self.stress_ref, self.pause_ref = st.stress_image, st.pause_image
+            self._wait_node_ready(time.monotonic() + 600)
+            if _normalize_behavior(st.behavior) != behavior:
+                self.set_swap_behavior(behavior)
+            return self.kubeconfig
+        self.reused = False
+        if self.is_running():
+            self.progress("a VM from an earlier run is still up: stopping it")
+            self.down()
+        t_start = time.monotonic()
+        img = self.prepare()
+        port = qemu.free_loopback_port()
+        started = False
+        try:
+            self.progress(f"booting: qemu TCG, {self.cpus} vCPU, {self.memory_mb} MiB, swap {self.swap_mb} MiB, "
+                          f"kernel {img.kernel_release}, API on 127.0.0.1:{port}")
+            t_boot = time.monotonic()
+            pid = qemu.start_qemu(self.paths, disk=img.disk, kernel=img.kernel, initrd=img.initrd,
+                                  memory_mb=self.memory_mb, cpus=self.cpus, swap_mb=self.swap_mb, port=port)
+            started = True
+            st = VmState(pid=pid, port=port, k8s_version=self.k8s_version, kernel=self.kernel,
+                         kernel_release=img.kernel_release, memory_mb=self.memory_mb, swap_mb=self.swap_mb,
+                         cpus=self.cpus, behavior=behavior, image_key=img.key, started_at=time.time(),
+                         stress_image=self.stress_ref, pause_image=self.pause_ref)
+            self._save_state(st)
+            self._wait_agent(time.monotonic() + 600)
+            self.timings["boot"] = time.monotonic() - t_boot
+            self.progress(f"booting: guest agent answers after {self.timings['boot']:.0f}s")
+            self._wait_unit("ksc-images.service", time.monotonic() + 900)
+            self.progress("booting: container images imported")
+            t_init = time.monotonic()
+            self._kubeadm_init(behavior)
+            self.timings["kubeadm_init"] = time.monotonic() - t_init
+            self._fetch_kubeconfig(port)
+            self._wait_node_ready(time.monotonic() + 900)
+            self._wait_default_service_account(time.monotonic() + 600)
+            self.timings["up_total"] = time.monotonic() - t_start
+            self.timings["boot_to_ready"] = time.monotonic() - t_boot
+            st.ready_at = time.time()
+            self._save_state(st)
+            self.progress(f"node Ready: {self.node_name} ({self.k8s_version}) after {self.timings['boot_to_ready']:.0f}s "
+                          f"from boot; kubeconfig {self.kubeconfig}")
+            return self.kubeconfig
+        except BaseException:
+            if started:
+                self.progress(f"up failed: stopping the VM (console log kept: {self.paths.console})")
+                self.down(quiet=True)
+            raise
+
+    def down(self, quiet: bool = False) -> bool:
+        """Stop the VM (by pidfile), drop the overlay; True if a VM was running."""
+        was = qemu.stop_qemu(self.paths)
+        self.paths.overlay.unlink(missing_ok=True)
+        self.state_file.unlink(missing_ok=True)
+        self.kubeconfig.unlink(missing_ok=True)
+        self._api = None
+        if not quiet:
+            self.progress("down: VM stopped" if was else "down: no VM was running")
+        return was
+
+    def __enter__(self) -> "VmCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down(quiet=True)
+
+    # ------------------------------------------------------------------ guest
+    def guest_exec(self, argv: Sequence[str], *, input: bytes | None = None,
+                   timeout: float = 300) -> tuple[int, str, str]:
+        """Run a command in the guest via qemu-guest-agent: (exit code, stdout, stderr)."""
+        return self.agent.exec(list(argv), input=input, timeout=timeout)
+
+    def _check(self, argv: Sequence[str], **kw: Any) -> str:
+        rc, out, err = self.guest_exec(argv, **kw)
+        if rc != 0:
+            raise VmClusterError(f"guest command {' '.join(argv)} failed ({rc}): {err.strip() or out.strip()}")
+        return out
+
+    def write_guest_file(self, path: str, data: bytes, mode: str = "0644") -> None:
+        self._check(["sh", "-c", f"mkdir -p \"$(dirname '{path}')\" && cat > '{path}.tmp' && "
+                                 f"chmod {mode} '{path}.tmp' && mv '{path}.tmp' '{path}'"], input=data)
+
+    def console_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.paths.console.read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return "(no console log)"
+
+    def _wait_agent(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise VmClusterError("qemu exited during boot; console:\n" + self.console_tail())
+            if self.agent.ping(timeout=3):
+                return
+            time.sleep(1)
+        raise VmClusterError("timed out waiting for the guest agent to answer; console:\n" + self.console_tail())
+
+    def _wait_unit(self, unit: str, deadline: float) -> None:
+        last = ""
+        while time.monotonic() < deadline:
+            rc, out, _ = self.guest_exec(["systemctl", "is-active", unit], timeout=60)
+            last = out.strip()
+            if last == "active":
+                return
+            if last == "failed":
+                _, journal, _ = self.guest_exec(["journalctl", "-b", "--no-pager", "-n", "60", "-u", unit])
+                raise VmClusterError(f"{unit} failed in the guest:\n{journal}")
+            time.sleep(2)
+        raise VmClusterError(f"timed out waiting for {unit} to become active (last state: {last!r})")
+
+    # ------------------------------------------------------------------ kubeadm
+    def _kubeadm_init(self, behavior: str) -> None:
+        cfg, source = node.kubeadm_config(self.k8s_version, behavior)
+        self.progress(f"kubeadm init: swapBehavior {behavior} (kubelet config from {source})")
+        self.write_guest_file(node.KUBEADM_CONFIG_PATH, cfg.encode())
+        argv = ["sh", "-c", f"kubeadm init --config {node.KUBEADM_CONFIG_PATH} -v=1 > {KUBEADM_LOG} 2>&1"]
+        pid = self.agent.spawn(argv)
+        seen = 0
+        deadline = time.monotonic() + 45 * 60
+        while True:
+            st = self.agent.exec_status(pid)
+            rc_log, log, _ = self.guest_exec(["cat", KUBEADM_LOG], timeout=60)
+            lines = log.splitlines()
+            for line in lines[seen:]:
+                if any(m in line for m in _PROGRESS_MARKERS) and not re.match(r"[IWE]\d{4} ", line):
+                    self.progress(f"kubeadm: {line.strip()[:160]}")
+            seen = len(lines)
+            if st is not None:
+                rc = st
+                break
+            if time.monotonic() > deadline:
+                raise VmClusterError("kubeadm init did not finish within 45 minutes; log tail:\n" + "\n".join(lines[-30:]))
+            time.sleep(5)
+        if rc != 0:
+            _, journal, _ = self.guest_exec(["journalctl", "-b", "--no-pager", "-n", "80", "-u", "kubelet"])
+            raise VmClusterError(f"kubeadm init failed (exit {rc}); log tail:\n" + "\n".join(lines[-40:])
+                                 + "\n--- kubelet journal ---\n" + journal)
+        self.progress("API server up: kubeadm init finished")
+
+    def _fetch_kubeconfig(self, port: int) -> None:
+        text = self._check(["cat", "/etc/kubernetes/admin.conf"])
+        cfg = yaml.safe_load(text)
+        for c in cfg.get("clusters", []):
+            c["cluster"]["server"] = f"https://127.0.0.1:{port}"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.kubeconfig.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            yaml.safe_dump(cfg, f)
+        tmp.replace(self.kubeconfig)
+        self._api = None
+
+    # ------------------------------------------------------------------ kubernetes API
+    def api(self) -> Any:
+        """A kubernetes.client.ApiClient for the host-facing kubeconfig."""
+        if self._api is None:
+            from kubernetes import config as kconfig
+
+            self._api = kconfig.new_client_from_config(config_file=str(self.kubeconfig))
+        return self._api
+
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api())
+
+    def get_node(self) -> Any:
+        return self.core().read_node(self.node_name, _request_timeout=30)
+
+    def configz(self) -> dict[str, Any]:
+        raw = self.core().connect_get_node_proxy_with_path(self.node_name, "configz", _request_timeout=30,
+                                                           _preload_content=False)
+        return json.loads(raw.data)["kubeletconfig"]
+
+    def _wait_node_ready(self, deadline: float, since: float | None = None) -> None:
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise VmClusterError("the VM is gone (qemu exited) while waiting for the node; console:\n"
+                                     + self.console_tail())
+            try:
+                n = self.get_node()
+                conds = {c.type: c for c in (n.status.conditions or [])}
+                ready = conds.get("Ready")
+                swap = getattr(n.status.node_info, "swap", None)
+                last = f"Ready={ready.status if ready else None} ({ready.reason if ready else ''}: " \
+                       f"{(ready.message or '')[:120] if ready else ''}), swap={swap}"
+                if ready is not None and ready.status == "True":
+                    return
+            except Exception as e:  # noqa: BLE001 - API server still starting / restarting
+                last = f"{type(e).__name__}: {str(e)[:200]}"
+            time.sleep(3)
+        raise VmClusterError(f"timed out waiting for node {self.node_name} to be Ready; last seen: {last}")
+
+    def _wait_default_service_account(self, deadline: float) -> None:
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                self.core().read_namespaced_service_account("default", "default", _request_timeout=30)
+                return
+            except Exception as e:  # noqa: BLE001
+                last = f"{type(e).__name__}: {str(e)[:160]}"
+            time.sleep(3)
+        raise VmClusterError(f"timed out waiting for serviceaccount default/default; last: {last}")
+
+    # ------------------------------------------------------------------ behavior switching
+    def swap_behavior(self) -> str:
+        """The live kubelet's swapBehavior (from /configz), normalized ("" -> NoSwap)."""
+        return _normalize_behavior(self.configz().get("memorySwap", {}).get("swapBehavior", ""))
+
+    def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
+        """Rewrite the guest kubelet config's swapBehavior, restart the kubelet, wait for it."""
+        behavior = _normalize_behavior(behavior)
+        t0 = time.monotonic()
+        text = self._check(["cat", KUBELET_CONFIG])
+        cfg = yaml.safe_load(text)
+        cfg.setdefault("memorySwap", {})["swapBehavior"] = behavior
+        self.write_guest_file(KUBELET_CONFIG, yaml.safe_dump(cfg, sort_keys=False).encode())
+        self._check(["systemctl", "restart", "kubelet"], timeout=120)
+        self.progress(f"swapBehavior -> {behavior}: kubelet restarted, waiting for /configz and Ready")
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                live = self.swap_behavior()
+                last = f"configz swapBehavior={live}"
+                if live == behavior:
+                    break
+            except Exception as e:  # noqa: BLE001 - kubelet restarting
+                last = f"{type(e).__name__}: {str(e)[:160]}"
+            time.sleep(2)
+        else:
+            raise VmClusterError(f"timed out waiting for /configz to show swapBehavior={behavior}; last: {last}")
+        self._wait_node_ready(deadline)
+        st = self.state()
+        if st:
+            st.behavior = behavior
+            self._save_state(st)
+        self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict[str, Any]:
+        st = self.state()
+        out: dict[str, Any] = {"state_dir": str(self.state_dir), "running": self.is_running(),
+                               "kubeconfig": str(self.kubeconfig) if self.kubeconfig.exists() else None}
+        if st:
+            out.update(asdict(st))
+        if out["running"] and out["kubeconfig"]:
+            try:
+                n = self.get_node()
+                out["node_ready"] = any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                out["kubelet_version"] = n.status.node_info.kubelet_version
+                swap = getattr(n.status.node_info, "swap", None)
+                out["swap_capacity"] = getattr(swap, "capacity", None) if swap else None
+            except Exception as e:  # noqa: BLE001
+                out["api_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        return out

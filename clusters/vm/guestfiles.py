@@ -1,0 +1,337 @@
+"""Text of the files placed in the guest: systemd units, containerd and CNI config, scripts.
+
+Nothing here depends on the swap size or the swap behavior: the swap size comes from the
+kernel command line (``ksc.swap_mb=``) and the behavior from the kubeadm config the host
+writes at ``up``, so one cached disk serves every configuration.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+GUEST_IP = "10.0.2.15"
+GUEST_GW = "10.0.2.2"
+GUEST_DNS = "10.0.2.3"
+NODE_NAME = "ksc-node"
+POD_SUBNET = "10.244.0.0/16"
+POD_RANGE = "10.244.0.0/24"
+SERVICE_SUBNET = "10.96.0.0/16"
+IMAGES_DIR = "/var/lib/ksc/images"
+
+CONTAINERD_CONFIG = """\
+version = 3
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = '{pause_ref}'
+
+[plugins.'io.containerd.cri.v1.runtime']
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = '/usr/local/sbin/runc'
+        SystemdCgroup = true
+
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/opt/cni/bin']
+    conf_dir = '/etc/cni/net.d'
+"""
+
+CONTAINERD_UNIT = """\
+[Unit]
+Description=containerd container runtime
+After=network.target local-fs.target ksc-network.service ksc-swap.service
+Wants=ksc-network.service
+
+[Service]
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/local/bin/containerd
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=2
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+OOMScoreAdjust=-999
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+KUBELET_UNIT = """\
+[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Wants=network-online.target containerd.service ksc-swap.service
+After=network-online.target containerd.service ksc-swap.service ksc-images.service
+# kubeadm writes the config (and restarts the kubelet); no crash loop before that
+ConditionPathExists=/var/lib/kubelet/config.yaml
+
+[Service]
+ExecStart=/usr/local/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=3
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+KUBELET_KUBEADM_DROPIN = """\
+[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""
+
+NETWORK_UNIT = f"""\
+[Unit]
+Description=Static network for the QEMU user-mode NIC
+Wants=network.target
+Before=network.target network-online.target containerd.service kubelet.service
+BindsTo=sys-subsystem-net-devices-eth0.device
+After=sys-subsystem-net-devices-eth0.device
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/sbin/ip link set lo up
+ExecStart=/sbin/ip link set eth0 up
+ExecStart=/sbin/ip addr replace {GUEST_IP}/24 dev eth0
+ExecStart=/sbin/ip route replace default via {GUEST_GW}
+
+[Install]
+WantedBy=multi-user.target network-online.target
+"""
+
+SWAP_SCRIPT = """\
+#!/bin/sh
+# Create and activate /swapfile, sized by ksc.swap_mb= on the kernel command line.
+set -eu
+mb=$(sed -n 's/.*ksc\\.swap_mb=\\([0-9][0-9]*\\).*/\\1/p' /proc/cmdline)
+[ -n "$mb" ] || mb=2048
+if [ "$mb" -eq 0 ]; then echo "ksc-swap: no swap requested"; exit 0; fi
+if swapon --show=NAME --noheadings | grep -qx /swapfile; then exit 0; fi
+want=$((mb * 1024 * 1024))
+if [ ! -f /swapfile ] || [ "$(stat -c %s /swapfile)" -ne "$want" ]; then
+  rm -f /swapfile
+  fallocate -l "${mb}M" /swapfile
+  chmod 600 /swapfile
+  mkswap /swapfile
+fi
+swapon /swapfile
+echo "ksc-swap: $(swapon --show --noheadings)"
+"""
+
+SWAP_UNIT = """\
+[Unit]
+Description=Swap file for the node (before containerd and the kubelet)
+DefaultDependencies=no
+After=local-fs.target
+Before=containerd.service kubelet.service swap.target
+Wants=swap.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/ksc-swap-setup
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+IMAGES_SCRIPT = f"""\
+#!/bin/sh
+# Import the image archives shipped in the disk into containerd's k8s.io namespace, once.
+set -eu
+for tar in {IMAGES_DIR}/*.tar; do
+  [ -e "$tar" ] || continue
+  mark="$tar.imported"
+  [ -e "$mark" ] && continue
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    if ctr -n k8s.io images import "$tar"; then touch "$mark"; break; fi
+    sleep 3
+  done
+  [ -e "$mark" ] || {{ echo "ksc-images: import of $tar failed"; exit 1; }}
+done
+ctr -n k8s.io images ls -q
+"""
+
+IMAGES_UNIT = """\
+[Unit]
+Description=Import the node's container images into containerd
+After=containerd.service
+Requires=containerd.service
+Before=kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/ksc-images-import
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+CNI_CONFLIST = json.dumps({
+    "cniVersion": "1.0.0",
+    "name": "ksc",
+    "plugins": [
+        {
+            "type": "bridge",
+            "bridge": "cni0",
+            "isGateway": True,
+            "ipMasq": False,
+            "hairpinMode": True,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": POD_RANGE}]],
+                "routes": [{"dst": "0.0.0.0/0"}],
+            },
+        },
+        {"type": "portmap", "capabilities": {"portMappings": True}},
+    ],
+}, indent=2) + "\n"
+
+# QEMU multi-threaded TCG + live kernel text patching do not mix: toggling a static key
+# while another vCPU runs the patched code crashed the guest twice ("Oops: int3" in
+# dequeue_entity()/pick_task_fair(), then panic) -- once when the first pod with a CPU limit
+# flipped the scheduler's cfs-bandwidth key, once when a unit with CPUQuota= flipped it at
+# boot. So the guest boots with one CPU online (maxcpus=1 on the kernel command line), a
+# long-running unit switches the scheduler keys on for good (CPU quota -> cfs bandwidth,
+# AllowedCPUs -> cpuset), and only then are the other CPUs brought online. Keys that stay on
+# are never patched again, whatever pods do later. (KSC_VM_TCG_THREAD=single avoids the race
+# altogether at about half the speed.)
+KEYS_PIN_UNIT = """\
+[Unit]
+Description=Hold scheduler static keys on (cfs bandwidth, cpuset) before other CPUs come online
+DefaultDependencies=no
+After=local-fs.target systemd-journald.service
+Before=sysinit.target containerd.service kubelet.service
+
+[Service]
+CPUQuota=1000%
+AllowedCPUs=0
+ExecStart=/bin/sleep infinity
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+CPUS_ONLINE_SCRIPT = """\
+#!/bin/sh
+# Bring the other CPUs online once the static keys are pinned (see ksc-keys-pin.service).
+set -u
+cg=/sys/fs/cgroup/system.slice/ksc-keys-pin.service
+i=0
+while [ $i -lt 100 ]; do
+  q=$(cat $cg/cpu.max 2>/dev/null || true)
+  if [ -n "$q" ] && [ "${q%% *}" != "max" ] && [ -e $cg/cpuset.cpus ]; then break; fi
+  sleep 0.1; i=$((i + 1))
+done
+echo "ksc-cpus-online: pin cgroup cpu.max=$(cat $cg/cpu.max 2>/dev/null) cpuset=$(cat $cg/cpuset.cpus 2>/dev/null)"
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+  [ -w "$c/online" ] || continue
+  [ "$(cat "$c/online")" = 1 ] || echo 1 > "$c/online"
+done
+echo "ksc-cpus-online: online=$(cat /sys/devices/system/cpu/online)"
+"""
+
+CPUS_ONLINE_UNIT = """\
+[Unit]
+Description=Bring the remaining CPUs online after the static keys are pinned
+DefaultDependencies=no
+After=ksc-keys-pin.service
+Wants=ksc-keys-pin.service
+Before=sysinit.target containerd.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/ksc-cpus-online
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+MODULES = "overlay\nbr_netfilter\n"
+SYSCTLS = (
+    "net.ipv4.ip_forward = 1\n"
+    "net.bridge.bridge-nf-call-iptables = 1\n"
+    "net.bridge.bridge-nf-call-ip6tables = 1\n"
+    "kernel.panic = 10\n"
+)
+
+
+def guest_files(pause_ref: str) -> dict[str, bytes]:
+    """Guest path (relative to /) -> content, for every config file the node needs."""
+    t = {
+        "etc/containerd/config.toml": CONTAINERD_CONFIG.format(pause_ref=pause_ref),
+        "etc/systemd/system/containerd.service": CONTAINERD_UNIT,
+        "etc/systemd/system/kubelet.service": KUBELET_UNIT,
+        "etc/systemd/system/kubelet.service.d/10-kubeadm.conf": KUBELET_KUBEADM_DROPIN,
+        "etc/systemd/system/ksc-network.service": NETWORK_UNIT,
+        "etc/systemd/system/ksc-swap.service": SWAP_UNIT,
+        "etc/systemd/system/ksc-images.service": IMAGES_UNIT,
+        "etc/systemd/system/ksc-keys-pin.service": KEYS_PIN_UNIT,
+        "etc/systemd/system/ksc-cpus-online.service": CPUS_ONLINE_UNIT,
+        "usr/local/sbin/ksc-cpus-online": CPUS_ONLINE_SCRIPT,
+        "usr/local/sbin/ksc-swap-setup": SWAP_SCRIPT,
+        "usr/local/sbin/ksc-images-import": IMAGES_SCRIPT,
+        "etc/cni/net.d/10-ksc.conflist": CNI_CONFLIST,
+        "etc/modules-load.d/ksc.conf": MODULES,
+        "etc/sysctl.d/90-ksc.conf": SYSCTLS,
+        "etc/hostname": NODE_NAME + "\n",
+        "etc/hosts": f"127.0.0.1 localhost\n{GUEST_IP} {NODE_NAME}\n",
+        "etc/resolv.conf": f"nameserver {GUEST_DNS}\n",
+        "etc/fstab": "/dev/vda / ext4 rw,relatime 0 1\n",
+    }
+    return {k: v.encode() for k, v in t.items()}
+
+
+ENABLE = {
+    "sysinit.target.wants": ["ksc-keys-pin.service", "ksc-cpus-online.service"],
+    "multi-user.target.wants": ["containerd.service", "kubelet.service", "ksc-network.service",
+                                "ksc-swap.service", "ksc-images.service"],
+}
+QGA_WANTS = "dev-virtio\\x2dports-org.qemu.guest_agent.0.device.wants"
+MASK = ["apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "e2scrub_reap.service",
+        "fstrim.timer", "systemd-networkd-wait-online.service", "getty@tty1.service"]
+
+
+def finalize_rootfs(stage: Path, log: Path | None = None) -> None:
+    """Fix modes, enable units (symlinks, like ``systemctl enable``), mask slow units."""
+    for rel in ("usr/local/sbin/ksc-swap-setup", "usr/local/sbin/ksc-images-import", "usr/local/sbin/ksc-cpus-online"):
+        (stage / rel).chmod(0o755)
+    sysd = stage / "etc/systemd/system"
+    for wants, units in ENABLE.items():
+        d = sysd / wants
+        d.mkdir(parents=True, exist_ok=True)
+        for u in units:
+            link = d / u
+            if not link.exists():
+                os.symlink(f"/etc/systemd/system/{u}", link)
+    qd = sysd / QGA_WANTS
+    qd.mkdir(parents=True, exist_ok=True)
+    if not (qd / "qemu-guest-agent.service").is_symlink():
+        os.symlink("/lib/systemd/system/qemu-guest-agent.service", qd / "qemu-guest-agent.service")
+    for u in MASK:
+        m = sysd / u
+        if not m.exists() and not m.is_symlink():
+            os.symlink("/dev/null", m)
+    for d in ("var/lib/kubelet", "etc/kubernetes/manifests", "var/lib/etcd", "opt/cni/bin", "root"):
+        (stage / d).mkdir(parents=True, exist_ok=True)
+    (stage / "var/lib/etcd").chmod(0o700)
+    # empty machine-id: systemd generates one on first boot of each overlay
+    (stage / "etc/machine-id").write_text("")

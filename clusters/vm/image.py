@@ -1,0 +1,306 @@
+"""The guest disk image: a Debian bookworm rootfs plus the node's binaries and config.
+
+Two cached stages, each keyed by a content hash of its inputs:
+
+1. ``CACHE/vm/rootfs/<key>/``: ``debootstrap --variant=minbase bookworm`` + packages + the
+   kernel (6.12 from bookworm-backports, or bookworm's 6.1). Built inside a private mount
+   namespace (``unshare --mount``), so no mount can outlive the build.
+2. ``CACHE/vm/images/<key>/``: ``disk.raw`` (``mkfs.ext4 -d`` of the rootfs + binaries +
+   units + configs + container image archives), ``vmlinuz``, ``initrd.img``. Boots use a
+   qcow2 overlay on top, so the base is never modified.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+from . import guestfiles
+from .build import cache_lock
+from .paths import cache_root
+
+Progress = Callable[[str], None]
+
+MIRROR = os.environ.get("KSC_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+SUITE = "bookworm"
+KERNELS = ("6.12", "6.1")
+DISK_SIZE = "12G"
+
+PACKAGES = (
+    "systemd-sysv", "udev", "kmod", "iproute2", "iptables", "procps", "util-linux",
+    "ca-certificates", "libseccomp2", "conntrack", "ethtool", "socat", "qemu-guest-agent",
+    "mount", "e2fsprogs", "ebtables", "dbus",
+)
+ROOTFS_RECIPE_VERSION = "3"  # bump when the rootfs recipe below changes
+IMAGE_RECIPE_VERSION = "1"
+
+
+class ImageError(RuntimeError):
+    pass
+
+
+def _run(argv: list[str], log: Path, what: str, **kw) -> None:
+    with open(log, "ab") as f:
+        f.write(f"\n$ {' '.join(argv)}\n".encode())
+        f.flush()
+        rc = subprocess.call(argv, stdout=f, stderr=subprocess.STDOUT, **kw)
+    if rc != 0:
+        tail = log.read_text(errors="replace").splitlines()[-30:]
+        raise ImageError(f"{what} failed (exit {rc}); log {log}:\n" + "\n".join(tail))
+
+
+def _digest(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_HASH_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def _file_sha(path: Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime) in memory and in the cache dir."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _HASH_CACHE:
+        return _HASH_CACHE[key]
+    store = cache_root() / "vm" / "hashes.json"
+    try:
+        disk = json.loads(store.read_text())
+    except (OSError, ValueError):
+        disk = {}
+    skey = f"{key[0]}|{key[1]}|{key[2]}"
+    if skey in disk:
+        _HASH_CACHE[key] = disk[skey]
+        return disk[skey]
+    digest = _sha256(path)
+    _HASH_CACHE[key] = digest
+    disk[skey] = digest
+    store.parent.mkdir(parents=True, exist_ok=True)
+    tmp = store.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(disk))
+    tmp.replace(store)
+    return digest
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def rootfs_key(kernel: str) -> str:
+    return _digest({"v": ROOTFS_RECIPE_VERSION, "suite": SUITE, "mirror": MIRROR,
+                    "packages": PACKAGES, "kernel": kernel})
+
+
+def build_rootfs(kernel: str = "6.12", *, root: Path | None = None, progress: Progress = print) -> Path:
+    """Debootstrap a bookworm rootfs with the chosen kernel; cached by recipe."""
+    if kernel not in KERNELS:
+        raise ImageError(f"kernel {kernel!r} not supported: choose {' or '.join(KERNELS)}")
+    root = root or cache_root()
+    key = rootfs_key(kernel)
+    out = root / "vm" / "rootfs" / key
+    if (out / ".complete").exists():
+        progress(f"image: rootfs {key} (kernel {kernel}) cached")
+        return out
+    with cache_lock(root, f"rootfs-{key}", progress):
+        if (out / ".complete").exists():
+            return out
+        return _build_rootfs_locked(kernel, key, out, root, progress)
+
+
+def _build_rootfs_locked(kernel: str, key: str, out: Path, root: Path, progress: Progress) -> Path:
+    tmp = out.with_name(key + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log = root / "logs" / f"rootfs-{key}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    t0 = time.monotonic()
+    progress(f"image: debootstrap {SUITE} (kernel {kernel}) into {tmp} (log {log})")
+    kernel_suite = f"{SUITE}-backports" if kernel == "6.12" else SUITE
+    script = f"""
+set -eux
+mount --make-rprivate /
+debootstrap --variant=minbase --include={','.join(PACKAGES)} {SUITE} {tmp} {MIRROR}
+echo 'deb {MIRROR} {SUITE}-backports main' > {tmp}/etc/apt/sources.list.d/backports.list
+mount -t proc proc {tmp}/proc
+mount -t sysfs sys {tmp}/sys
+mount --rbind /dev {tmp}/dev
+chroot {tmp} env DEBIAN_FRONTEND=noninteractive apt-get update
+chroot {tmp} env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends -t {kernel_suite} linux-image-amd64 initramfs-tools
+chroot {tmp} apt-get clean
+rm -rf {tmp}/var/lib/apt/lists/*
+"""
+    _run(["unshare", "--mount", "--fork", "sh", "-c", script], log, "debootstrap/kernel install")
+    kernels = sorted((tmp / "boot").glob("vmlinuz-*"))
+    if not kernels:
+        raise ImageError(f"no kernel installed in {tmp}/boot (log {log})")
+    (tmp / ".complete").write_text(f"{kernels[-1].name} built in {time.monotonic() - t0:.0f}s\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    progress(f"image: rootfs done in {time.monotonic() - t0:.0f}s ({kernels[-1].name})")
+    return out
+
+
+@dataclass
+class GuestImage:
+    dir: Path
+    disk: Path
+    kernel: Path
+    initrd: Path
+    key: str
+    kernel_release: str
+
+
+def build_image(
+    *,
+    kernel: str,
+    files: Mapping[str, Path | bytes],
+    root: Path | None = None,
+    progress: Progress = print,
+) -> GuestImage:
+    """Assemble the bootable disk: rootfs + ``files`` (guest path -> host file or bytes).
+
+    Host files keep their executable bit; bytes are written 0644 unless the guest path is
+    under a ``bin`` directory (then 0755).
+    """
+    root = root or cache_root()
+    rootfs = build_rootfs(kernel, root=root, progress=progress)
+    t0 = time.monotonic()
+    inputs: dict[str, str] = {}
+    for dest, src in sorted(files.items()):
+        if isinstance(src, (bytes, bytearray)):
+            inputs[dest] = hashlib.sha256(src).hexdigest()
+        else:
+            inputs[dest] = _file_sha(Path(src))
+    key = _digest({"v": IMAGE_RECIPE_VERSION, "rootfs": rootfs.name, "files": inputs, "size": DISK_SIZE})
+    out = root / "vm" / "images" / key
+    img = GuestImage(out, out / "disk.raw", out / "vmlinuz", out / "initrd.img", key, "")
+    if (out / ".complete").exists():
+        img.kernel_release = (out / ".complete").read_text().split()[0]
+        progress(f"image: disk {key} cached (hashed inputs in {time.monotonic() - t0:.0f}s)")
+        return img
+    with cache_lock(root, f"image-{key}", progress):
+        if (out / ".complete").exists():
+            img.kernel_release = (out / ".complete").read_text().split()[0]
+            return img
+        return _assemble(img, rootfs, files, root, t0, progress)
+
+
+def _assemble(img: GuestImage, rootfs: Path, files: Mapping[str, Path | bytes], root: Path, t0: float,
+              progress: Progress) -> GuestImage:
+    key, out = img.key, img.dir
+    progress(f"image: assembling disk {key}")
+    tmp = out.with_name(key + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    stage = tmp / "stage"
+    log = root / "logs" / f"image-{key}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    _run(["cp", "-a", "--reflink=auto", f"{rootfs}/.", str(stage)], log, "copy rootfs")
+    (stage / ".complete").unlink(missing_ok=True)
+    for dest, src in files.items():
+        p = stage / dest.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.exists() or p.is_symlink():
+            p.unlink()
+        if isinstance(src, (bytes, bytearray)):
+            p.write_bytes(src)
+            p.chmod(0o755 if "/bin/" in "/" + dest or "/sbin/" in "/" + dest else 0o644)
+        else:
+            shutil.copy2(src, p)
+    guestfiles.finalize_rootfs(stage, log=log)
+    kernels = sorted((stage / "boot").glob("vmlinuz-*"))
+    if not kernels:
+        raise ImageError(f"kernel missing in {stage}/boot")
+    release = kernels[-1].name[len("vmlinuz-"):]
+    initrd = stage / "boot" / f"initrd.img-{release}"
+    if not initrd.exists():
+        raise ImageError(f"initrd {initrd} missing")
+    shutil.copy2(kernels[-1], tmp / "vmlinuz")
+    shutil.copy2(initrd, tmp / "initrd.img")
+    for junk in (stage / "boot").glob("initrd.img-*.*"):  # .dpkg-bak/.new leftovers
+        if junk.name.endswith((".dpkg-bak", ".new")):
+            junk.unlink()
+    _run(["mkfs.ext4", "-q", "-F", "-L", "kscroot", "-E", "root_owner=0:0", "-d", str(stage),
+          str(tmp / "disk.raw"), DISK_SIZE], log, "mkfs.ext4 -d")
+    shutil.rmtree(stage)
+    _bake(tmp, root, progress)
+    (tmp / ".complete").write_text(f"{release} built in {time.monotonic() - t0:.0f}s\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    img.kernel_release = release
+    _prune(root / "vm" / "images", keep=3)
+    progress(f"image: disk {key} built in {time.monotonic() - t0:.0f}s (kernel {release})")
+    return img
+
+
+def _prune(images: Path, keep: int) -> None:
+    """Drop all but the ``keep`` most recently built disks (each is a ~12 GB sparse file)."""
+    done = sorted((d for d in images.iterdir() if (d / ".complete").exists()),
+                  key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
+    for d in done[keep:]:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _bake(tmp: Path, root: Path, progress: Progress) -> None:
+    """Boot the new disk once (no overlay) so containerd imports the image archives into it.
+
+    Every later boot then finds the images already unpacked (the import unit skips archives
+    marked ``.imported``), which saves minutes per start under emulation.
+    """
+    from . import qemu
+
+    t0 = time.monotonic()
+    progress("image: baking: first boot imports the container images into the base disk")
+    paths = qemu.VmPaths(root / "vm" / "bake-run")
+    qemu.stop_qemu(paths)
+    port = qemu.free_loopback_port()
+    qemu.start_qemu(paths, disk=tmp / "disk.raw", kernel=tmp / "vmlinuz", initrd=tmp / "initrd.img",
+                    memory_mb=2048, cpus=2, swap_mb=0, port=port, use_overlay=False)
+    agent = qemu.GuestAgent(paths.qga)
+    try:
+        deadline = time.monotonic() + 1200
+        state = "agent not answering"
+        while time.monotonic() < deadline:
+            if qemu.read_pid(paths) is None:
+                raise ImageError(f"bake boot: qemu exited; console {paths.console}")
+            if agent.ping(3):
+                rc, out, _ = agent.exec(["systemctl", "is-active", "ksc-images.service"], timeout=60)
+                state = out.strip()
+                if state == "active":
+                    break
+                if state == "failed":
+                    _, j, _ = agent.exec(["journalctl", "-b", "-u", "ksc-images", "--no-pager", "-n", "40"])
+                    raise ImageError(f"bake boot: image import failed:\n{j}")
+            time.sleep(3)
+        else:
+            raise ImageError(f"bake boot: timed out waiting for the image import (last: {state})")
+        agent.exec(["sh", "-c", "rm -f /var/log/journal/*/* ; sync"], timeout=120)
+        try:
+            agent.spawn(["systemctl", "poweroff"])
+        except Exception:  # noqa: BLE001 - the agent may die mid-answer
+            pass
+        end = time.monotonic() + 180
+        while qemu.read_pid(paths) is not None and time.monotonic() < end:
+            time.sleep(1)
+    finally:
+        qemu.stop_qemu(paths)
+    progress(f"image: baked in {time.monotonic() - t0:.0f}s")
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    import sys
+
+    from .progress import stderr_progress
+
+    print(build_rootfs(sys.argv[1] if len(sys.argv) > 1 else "6.12", progress=stderr_progress()))

@@ -1,0 +1,171 @@
+"""What the node runs: control-plane images, the kubeadm config, the kubelet configuration.
+
+* Control-plane images are built locally: each is the static binary at
+  ``/usr/local/bin/<name>`` under exactly the name ``kubeadm config images list`` prints, so
+  kubeadm's static pods start without a registry.
+* The kubeadm config (v1beta4) merges the KubeletConfiguration document from the kind config
+  ``clusters/kind/<Behavior>.yaml`` when it exists, so the same patch is proven on a real
+  kubelet here.
+"""
+from __future__ import annotations
+
+import copy
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .guestfiles import GUEST_IP, NODE_NAME, POD_SUBNET, SERVICE_SUBNET
+
+Progress = Callable[[str], None]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KIND_CONFIG_DIR = REPO_ROOT / "clusters" / "kind"
+PATCHES_DIR = "/etc/kubernetes/ksc-patches"
+KUBEADM_CONFIG_PATH = "/etc/kubernetes/ksc-kubeadm.yaml"
+
+# Everything that emulation or an offline node trips over; images are preloaded so pulls
+# never happen (ImagePull: kubeadm still lists CoreDNS, whose addon phase is skipped).
+IGNORE_PREFLIGHT = ["NumCPU", "Mem", "Swap", "ImagePull", "SystemVerification", "FileExisting-crictl",
+                    "Port-10250", "KubeletVersion"]
+
+# TCG emulation is ~10x slower: give static pods room before the kubelet kills them.
+PROBE_PATCH = {
+    "kube-apiserver": {"startupProbe": {"failureThreshold": 180, "timeoutSeconds": 60},
+                       "livenessProbe": {"failureThreshold": 30, "timeoutSeconds": 60},
+                       "readinessProbe": {"timeoutSeconds": 60}},
+    "etcd": {"startupProbe": {"failureThreshold": 180, "timeoutSeconds": 60},
+             "livenessProbe": {"failureThreshold": 30, "timeoutSeconds": 60}},
+    "kube-controller-manager": {"startupProbe": {"failureThreshold": 180, "timeoutSeconds": 60},
+                                "livenessProbe": {"failureThreshold": 30, "timeoutSeconds": 60}},
+    "kube-scheduler": {"startupProbe": {"failureThreshold": 180, "timeoutSeconds": 60},
+                       "livenessProbe": {"failureThreshold": 30, "timeoutSeconds": 60}},
+}
+
+
+def kubeadm_images(kubeadm: Path, k8s_version: str) -> dict[str, str]:
+    """Component name (kube-apiserver, etcd, pause, ...) -> image ref kubeadm expects."""
+    out = subprocess.run([str(kubeadm), "config", "images", "list", "--kubernetes-version", k8s_version],
+                         capture_output=True, text=True, check=True).stdout.split()
+    refs: dict[str, str] = {}
+    for ref in out:
+        name = ref.rsplit("/", 1)[-1].split(":", 1)[0]
+        refs[name] = ref
+    return refs
+
+
+def write_control_plane_images(out_dir: Path, refs: dict[str, str], binaries: dict[str, Path]) -> dict[str, Path]:
+    """One image archive per control-plane component (binary at /usr/local/bin/<name>)."""
+    from workloads.image.oci import write_image_archive
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    archives: dict[str, Path] = {}
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"):
+        ref = refs[name]
+        archive = out_dir / (ref.replace("/", "_").replace(":", "_") + ".tar")
+        if not archive.exists():
+            write_image_archive(archive, ref, {f"/usr/local/bin/{name}": binaries[name]},
+                                entrypoint=[f"/usr/local/bin/{name}"])
+        archives[name] = archive
+    return archives
+
+
+def kind_kubelet_patch(behavior: str) -> dict[str, Any] | None:
+    """The KubeletConfiguration document from clusters/kind/<behavior>.yaml, if any."""
+    path = KIND_CONFIG_DIR / f"{behavior}.yaml"
+    if not path.exists():
+        return None
+    cfg = yaml.safe_load(path.read_text()) or {}
+    for patch in cfg.get("kubeadmConfigPatches", []) or []:
+        for doc in yaml.safe_load_all(patch):
+            if isinstance(doc, dict) and doc.get("kind") == "KubeletConfiguration":
+                return doc
+    return None
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in patch.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def kubelet_configuration(behavior: str, k8s_version: str) -> tuple[dict[str, Any], str]:
+    """KubeletConfiguration for the behavior; second value says where the swap settings came from."""
+    base: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "systemd",
+        "failSwapOn": False,
+        "memorySwap": {"swapBehavior": behavior},
+        # emulated node: be patient with the runtime
+        "runtimeRequestTimeout": "10m",
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+    }
+    minor = int(k8s_version.split(".")[1])
+    patch = kind_kubelet_patch(behavior)
+    source = "built-in"
+    if patch is not None:
+        patch = {k: v for k, v in patch.items() if k not in ("apiVersion",)}
+        patch.setdefault("apiVersion", "kubelet.config.k8s.io/v1beta1")
+        base = _merge(base, patch)
+        source = f"clusters/kind/{behavior}.yaml"
+    if minor < 34:
+        base.setdefault("featureGates", {})["NodeSwap"] = True
+    base["cgroupDriver"] = "systemd"  # must match containerd's SystemdCgroup=true
+    return base, source
+
+
+def kubeadm_config(k8s_version: str, behavior: str) -> tuple[str, str]:
+    kubelet, source = kubelet_configuration(behavior, k8s_version)
+    init = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "InitConfiguration",
+        "localAPIEndpoint": {"advertiseAddress": GUEST_IP, "bindPort": 6443},
+        "nodeRegistration": {
+            "name": NODE_NAME,
+            "criSocket": "unix:///run/containerd/containerd.sock",
+            "taints": [],  # single node: test pods must schedule on the control plane
+            "ignorePreflightErrors": IGNORE_PREFLIGHT,
+            "imagePullPolicy": "Never",
+            "kubeletExtraArgs": [{"name": "node-ip", "value": GUEST_IP}],
+        },
+        "skipPhases": ["addon/coredns", "addon/kube-proxy"],
+        "patches": {"directory": PATCHES_DIR},
+        "timeouts": {
+            "controlPlaneComponentHealthCheck": "40m0s",
+            "kubeletHealthCheck": "20m0s",
+            "kubernetesAPICall": "10m0s",
+            "etcdAPICall": "10m0s",
+            "tlsBootstrap": "20m0s",
+            "discovery": "20m0s",
+        },
+    }
+    cluster = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "ClusterConfiguration",
+        "kubernetesVersion": k8s_version,
+        "clusterName": "ksc",
+        "networking": {"podSubnet": POD_SUBNET, "serviceSubnet": SERVICE_SUBNET},
+        "apiServer": {"certSANs": ["127.0.0.1", "localhost", GUEST_IP, NODE_NAME]},
+        # one node: no leader election, whose lease renewals time out under emulation and
+        # restart the components
+        "controllerManager": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
+        "scheduler": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
+    }
+    text = yaml.safe_dump_all([init, cluster, kubelet], sort_keys=False)
+    return text, source
+
+
+def probe_patches() -> dict[str, bytes]:
+    """kubeadm patch files (strategic merge) for the static pods' probes."""
+    files = {}
+    for name, probes in PROBE_PATCH.items():
+        doc = {"spec": {"containers": [{"name": name, **probes}]}}
+        files[f"{PATCHES_DIR}/{name}+strategic.yaml"] = yaml.safe_dump(doc).encode()
+    return files

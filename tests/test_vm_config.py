@@ -1,0 +1,104 @@
+"""Fast checks of the vm provider's generated configuration and guest-agent client (no VM)."""
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+
+import pytest
+import yaml
+
+from clusters.vm import guestfiles, node, qemu
+
+
+def _docs(text: str) -> dict[str, dict]:
+    return {d["kind"]: d for d in yaml.safe_load_all(text)}
+
+
+@pytest.mark.parametrize("behavior", ["LimitedSwap", "NoSwap"])
+def test_kubeadm_config_carries_the_kind_patch(behavior):
+    text, source = node.kubeadm_config("v1.36.3", behavior)
+    docs = _docs(text)
+    kubelet = docs["KubeletConfiguration"]
+    assert kubelet["memorySwap"]["swapBehavior"] == behavior
+    assert kubelet["failSwapOn"] is False
+    assert kubelet["cgroupDriver"] == "systemd"
+    assert "featureGates" not in kubelet  # NodeSwap is locked GA on 1.34+: setting it breaks the kubelet
+    if (node.KIND_CONFIG_DIR / f"{behavior}.yaml").exists():
+        assert source == f"clusters/kind/{behavior}.yaml"
+    init, cluster = docs["InitConfiguration"], docs["ClusterConfiguration"]
+    assert init["apiVersion"] == "kubeadm.k8s.io/v1beta4"
+    assert init["nodeRegistration"]["taints"] == []
+    assert set(init["skipPhases"]) == {"addon/coredns", "addon/kube-proxy"}
+    assert cluster["kubernetesVersion"] == "v1.36.3"
+    assert "127.0.0.1" in cluster["apiServer"]["certSANs"]
+    assert cluster["networking"]["podSubnet"] == guestfiles.POD_SUBNET
+
+
+def test_old_kubelets_get_the_nodeswap_gate():
+    kubelet, _ = node.kubelet_configuration("LimitedSwap", "v1.33.5")
+    assert kubelet["featureGates"]["NodeSwap"] is True
+
+
+def test_guest_files_use_the_local_pause_image_and_order_swap_first():
+    files = guestfiles.guest_files("registry.k8s.io/pause:3.10.2")
+    assert "sandbox = 'registry.k8s.io/pause:3.10.2'" in files["etc/containerd/config.toml"].decode()
+    assert "SystemdCgroup = true" in files["etc/containerd/config.toml"].decode()
+    swap_unit = files["etc/systemd/system/ksc-swap.service"].decode()
+    assert "Before=containerd.service kubelet.service" in swap_unit
+    assert "ksc-swap.service" in files["etc/systemd/system/kubelet.service"].decode()
+    conflist = json.loads(files["etc/cni/net.d/10-ksc.conflist"])
+    assert [p["type"] for p in conflist["plugins"]] == ["bridge", "portmap"]
+
+
+def test_probe_patches_are_strategic_merge_per_component():
+    patches = node.probe_patches()
+    assert set(patches) == {f"{node.PATCHES_DIR}/{c}+strategic.yaml" for c in node.PROBE_PATCH}
+    doc = yaml.safe_load(patches[f"{node.PATCHES_DIR}/kube-apiserver+strategic.yaml"])
+    assert doc["spec"]["containers"][0]["name"] == "kube-apiserver"
+
+
+def _fake_agent(path, stale: bytes = b""):
+    """A one-connection qemu-guest-agent stand-in: answers sync, exec and exec-status."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.sendall(stale)
+        buf = b""
+        with conn:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    cmd = json.loads(line)
+                    ex, args = cmd["execute"], cmd.get("arguments", {})
+                    if ex == "guest-sync":
+                        ret = args["id"]
+                    elif ex == "guest-exec":
+                        assert args["path"] == "/usr/bin/env" and args["arg"][-2:] == ["cat", "/x"]
+                        ret = {"pid": 42}
+                    else:
+                        ret = {"exited": True, "exitcode": 3, "out-data": base64.b64encode(b"out").decode(),
+                               "err-data": base64.b64encode(b"err").decode()}
+                    conn.sendall(json.dumps({"return": ret}).encode() + b"\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return srv, t
+
+
+def test_guest_agent_exec_skips_stale_replies(tmp_path):
+    sock = tmp_path / "qga.sock"
+    srv, t = _fake_agent(sock, stale=b'{"return": 12345}\n{"error": {"class": "GenericError", "desc": "x"}}\n')
+    try:
+        assert qemu.GuestAgent(sock).exec(["cat", "/x"], timeout=10) == (3, "out", "err")
+    finally:
+        srv.close()
+        t.join(5)
