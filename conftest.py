@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from clusters import behaviors as swap_behaviors
 from clusters import shared
 from clusters.preflight import PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
+from e2e.gate import could_not_test
 
 PROVIDERS = ("kind", "existing", "vm")
 RUN_DIR_KEY = "ksc_run_dir"
@@ -188,10 +188,7 @@ def _record_coverage(config: pytest.Config, behavior: str, covered: str | None, 
 
 def _not_covered(config: pytest.Config, behavior: str, reason: str) -> None:
     _record_coverage(config, behavior, None, reason)
-    message = f"{behavior} not covered: {reason}"
-    if config.getoption("gate"):
-        pytest.fail(f"[gate] {message}", pytrace=False)
-    pytest.skip(message)
+    could_not_test(config, f"{behavior} not covered: {reason}")
 
 
 def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
@@ -215,18 +212,12 @@ def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
     return node
 
 
-def _version(text: str) -> tuple[int, ...]:
-    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text)
-    if not match:
-        raise ValueError(f"cannot read a version from {text!r}")
-    return tuple(int(x or 0) for x in match.groups())
-
-
 def _skip_if_too_old(request: pytest.FixtureRequest, node: SwapNode) -> None:
     """`min_kubernetes("1.34")` / `min_kernel("6.4")`: skip, saying so, only when the node is older."""
-    for marker, have, what in (("min_kubernetes", node.kubelet_version, "kubelet"), ("min_kernel", node.kernel, "kernel")):
+    for marker, at_least, have, what in (("min_kubernetes", node.kubelet_at_least, node.kubelet_version, "kubelet"),
+                                         ("min_kernel", node.kernel_at_least, node.kernel, "kernel")):
         mark = request.node.get_closest_marker(marker)
-        if mark and _version(have) < _version(mark.args[0]):
+        if mark and not at_least(mark.args[0]):
             pytest.skip(f"needs {what} >= {mark.args[0]}; node {node.name} runs {have}")
 
 

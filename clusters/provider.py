@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def version_tuple(text: str) -> tuple[int, int, int]:
+    """(major, minor, patch) from "v1.36.3", "1.34" or a kernel release like "6.12.95+deb12-amd64"."""
+    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not match:
+        raise ValueError(f"cannot read a version from {text!r}")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,12 @@ class SwapNode:
     swap_capacity: int  # status.nodeInfo.swap.capacity, else the provider's reading of SwapTotal
     cgroup_v2: bool | None  # None: not known without probing the node
     kubelet_config: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def kubelet_at_least(self, version: str) -> bool:
+        return version_tuple(self.kubelet_version) >= version_tuple(version)
+
+    def kernel_at_least(self, version: str) -> bool:
+        return version_tuple(self.kernel) >= version_tuple(version)
 
     def describe(self) -> str:
         return (

@@ -104,8 +104,9 @@ class VmProvider(Provider):
 
     def stress_image(self, node: SwapNode) -> str:
         # The guest image imports the workload image at boot; its ref is in the VM's state.
-        state = self.vm().state()
-        ref = self.vm().stress_ref or (state.stress_image if state else "")
+        vm = self.vm()
+        state = None if vm.stress_ref else vm.state()
+        ref = vm.stress_ref or (state.stress_image if state else "")
         if not ref:
             raise RuntimeError(f"the vm node has no workload image recorded in {self.vm().state_file}")
         return ref

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import yaml
 
 from clusters.provider import NotCoveredError, SwapNode
+from e2e.gate import could_not_test
 from e2e.observe import NodeObserver, unique_name
 from workloads.pods import labels
 
@@ -46,14 +46,7 @@ class Workspace:
         return self.observer.wait_running(self.namespace, name)
 
     def explain(self, name: str) -> str:
-        """What a human needs when an assertion about this pod fails: its YAML and events."""
-        try:
-            pod = self.observer.pod(self.namespace, name)
-            pod.get("metadata", {}).pop("managedFields", None)
-            events = self.observer.events(self.namespace, name)
-        except Exception as error:  # the report must not hide the assertion that failed
-            return f"(could not read pod {name}: {error})"
-        return f"--- pod {self.namespace}/{name}\n{yaml.safe_dump(pod, sort_keys=False)}--- events\n" + "\n".join(events)
+        return self.observer.explain(self.namespace, name)
 
 
 @pytest.fixture
@@ -66,7 +59,7 @@ def workspace(request: pytest.FixtureRequest) -> Iterator[Callable[[SwapNode], W
         try:
             image = provider.stress_image(node)
         except NotCoveredError as error:
-            pytest.fail(str(error), pytrace=False) if request.config.getoption("gate") else pytest.skip(str(error))
+            could_not_test(request.config, str(error))
         observer = observer_of(node)
         namespace = observer.create_namespace(unique_name("ksc"), labels(request.node.name))
         made.append(Workspace(node, observer, namespace, image, request.node.name))

@@ -138,6 +138,18 @@ class NodeObserver:
 
         return wait_for(f"pod {namespace}/{name} to run", probe, seconds, lambda: self._state(seen))
 
+    def explain(self, namespace: str, name: str) -> str:
+        """What a human needs when an assertion about a pod fails: its YAML and its events."""
+        import yaml
+
+        try:
+            pod = self.pod(namespace, name)
+            pod.get("metadata", {}).pop("managedFields", None)
+            events = self.events(namespace, name)
+        except Exception as error:  # the report must not hide the assertion that failed
+            return f"(could not read pod {namespace}/{name}: {error})"
+        return f"--- pod {namespace}/{name}\n{yaml.safe_dump(pod, sort_keys=False)}--- events\n" + "\n".join(events)
+
     @staticmethod
     def _state(pod: dict[str, Any]) -> str:
         status = pod.get("status") or {}

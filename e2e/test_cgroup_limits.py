@@ -31,12 +31,7 @@ class ShapePods:
         return self.observer.cgroup_value(self.namespace, shape.id, container, cgroup_file)
 
     def report(self, shape: PodShape) -> str:
-        import yaml
-
-        pod = dict(self.pods[shape.id])
-        pod.get("metadata", {}).pop("managedFields", None)
-        events = self.observer.events(self.namespace, shape.id)
-        return f"node: {self.node.describe()}\n--- pod\n{yaml.safe_dump(pod, sort_keys=False)}--- events\n" + "\n".join(events)
+        return f"node: {self.node.describe()}\n" + self.observer.explain(self.namespace, shape.id)
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +100,7 @@ def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, sha
     assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
 
 
-def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode, shape_pods_cache: dict, request: pytest.FixtureRequest) -> None:
+def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode) -> None:
     """Guard against a suite that passes by accident: under LimitedSwap at least one container
     must have a non-zero expected swap limit, or the cgroup tests above prove nothing."""
     expected = [

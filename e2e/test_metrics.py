@@ -80,7 +80,7 @@ def test_resource_metrics_match_the_cgroup(swap_node: SwapNode, swapping_pod: Wo
                    METRIC_SECONDS, lambda: repr(seen))
     assert got["pod"] is not None and got["pod"].value >= got["current"], got
     assert got["node"] is not None and got["node"].value >= got["current"], got
-    if tuple(int(x) for x in swap_node.kubelet_version.lstrip("v").split(".")[:2]) >= (1, 34):
+    if swap_node.kubelet_at_least("1.34"):
         assert got["limit"] is not None and got["limit"].value == got["swap_max"], got
 
 
