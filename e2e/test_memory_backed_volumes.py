@@ -1,15 +1,20 @@
 """Memory-backed volumes: tmpfs, `noswap` when the kernel has it (whatever the swapBehavior),
 `size=` from sizeLimit / the pod's memory limit / node allocatable; configMap stays on disk.
-On a kernel without `noswap`, the node carries the PossibleMemoryBackedVolumesOnDisk warning."""
+On a kernel without `noswap`, the node carries the PossibleMemoryBackedVolumesOnDisk warning.
+And the behaviour behind the flag: under memory pressure, tmpfs pages stay in RAM while
+anonymous memory swaps."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace
-from workloads.pods import labels, memory_volumes_pod
+from e2e.sizing import burstable_sizing
+from workloads.pods import MEMORY_VOLUME, Mi, alloc_command, labels, memory_volumes_pod, resident_command, stress_pod
 
 EVENT_REASON = "PossibleMemoryBackedVolumesOnDisk"
 
@@ -96,3 +101,50 @@ def test_on_disk_warning_only_without_noswap(swap_node: SwapNode, workspace: Cal
             f"kernel {swap_node.kernel} lacks noswap and swap is on: expected a {EVENT_REASON} Warning on node"
             f" {swap_node.name}; its events: {[e.get('reason') for e in ws.observer.node_events()]}"
         )
+
+
+def resident_bytes(ws: Workspace, pod: str, *paths: str) -> dict[str, tuple[int, int]]:
+    """{path: (resident bytes, file size)} as mincore(2) sees them inside the container."""
+    out = ws.observer.exec(ws.namespace, pod, "stress", resident_command(*paths)).stdout
+    result = {}
+    for line in out.splitlines():
+        _, resident, size, path = line.split(" ", 3)  # resident B size=S path="P"
+        result[path.removeprefix('path="').removesuffix('"')] = (int(resident), int(size.removeprefix("size=")))
+    assert set(result) == set(paths), out
+    return result
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+def test_tmpfs_pages_stay_resident_while_anonymous_memory_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """One process in a Burstable container writes a file on its memory-backed emptyDir and a
+    control file on /dev/shm (the runtime's tmpfs, mounted without noswap), then allocates
+    anonymous memory past the container's limit. Both files are the oldest pages in the cgroup,
+    so reclaim reaches them first: the control file loses pages to swap, which shows the pressure
+    reached tmpfs; the emptyDir file, mounted noswap by the kubelet, must keep every page."""
+    ws = workspace(swap_node)
+    if not kernel_has_noswap(ws):
+        pytest.skip(f"kernel {swap_node.kernel} has no tmpfs noswap: memory-backed volumes may swap there"
+                    " (test_on_disk_warning_only_without_noswap checks the kubelet warns)")
+    size = burstable_sizing(swap_node, headroom=64 * Mi)
+    volume_file, control_file = f"{MEMORY_VOLUME}/data", "/dev/shm/control"
+    volume_bytes, control_bytes = 32 * Mi, 16 * Mi
+    # Everything charged: limit + half the swap limit, so at least that half must go to swap.
+    anonymous = size.limit + size.swap_limit // 2 - volume_bytes - control_bytes
+    requests, limits = size.resources()
+    command = alloc_command(anonymous, fills={volume_file: volume_bytes, control_file: control_bytes})
+    ws.deploy(stress_pod("tmpfs-pressure", ws.image, ws.namespace, ws.test, command, requests, limits,
+                         memory_volume_size=64 * Mi))
+    ws.running("tmpfs-pressure")
+    ws.observer.wait_log_line(ws.namespace, "tmpfs-pressure", "stress", f"holding {anonymous}")
+
+    resident = resident_bytes(ws, "tmpfs-pressure", volume_file, control_file)
+    swap_current = int(ws.observer.cgroup_value(ws.namespace, "tmpfs-pressure", "stress", "memory.swap.current"))
+    events = ws.observer.cgroup_value(ws.namespace, "tmpfs-pressure", "stress", "memory.events")
+    mounts = ws.observer.mounts(ws.namespace, "tmpfs-pressure", "stress")
+    context = (f"{size}, anonymous {anonymous}, resident (bytes, size) {resident}, memory.swap.current {swap_current},"
+               f" emptyDir options {sorted(mounts[MEMORY_VOLUME].options)}, /dev/shm options"
+               f" {sorted(mounts['/dev/shm'].options)}\nmemory.events:\n{events}\n" + ws.explain("tmpfs-pressure"))
+    assert "noswap" not in mounts["/dev/shm"].options, "the control is not swappable: " + context
+    assert swap_current > 0, "nothing was swapped: " + context
+    assert resident[control_file][0] < control_bytes, "the pressure never reached tmpfs pages: " + context
+    assert resident[volume_file] == (volume_bytes, volume_bytes), "the emptyDir's pages went to swap: " + context

@@ -150,9 +150,22 @@ def memory_volumes_pod(image: str, namespace: str, test: str, secret: str, confi
 Mi = 1024**2
 
 
-def alloc_command(target: int, step: int = 4 * Mi, interval: str = "10ms") -> list[str]:
-    """Allocate and touch `target` bytes gradually, then hold them (prints `holding <bytes>`)."""
-    return [STRESS, "alloc", "--target", str(target), "--step", str(step), "--interval", interval, "--hold", "forever"]
+MEMORY_VOLUME = "/volumes/mem"  # where stress_pod mounts its memory-backed emptyDir
+
+
+def alloc_command(
+    target: int, step: int = 4 * Mi, interval: str = "10ms", fills: dict[str, int] | None = None
+) -> list[str]:
+    """Allocate and touch `target` bytes gradually, then hold them (prints `holding <bytes>`).
+    `fills` ({path: bytes}) are files written first, by the same process (same cgroup)."""
+    fill_args = [arg for path, size in (fills or {}).items() for arg in ("--fill", f"{path}={size}")]
+    return [STRESS, "alloc", *fill_args, "--target", str(target), "--step", str(step), "--interval", interval,
+            "--hold", "forever"]
+
+
+def resident_command(*paths: str) -> list[str]:
+    """Prints `resident <bytes> size=<bytes> path="<path>"` per file (mincore)."""
+    return [STRESS, "resident", *paths]
 
 
 def fork_spike_command(hold: int, child_hold: str = "2s") -> list[str]:
@@ -168,22 +181,40 @@ def stress_pod(
     command: list[str],
     requests: dict[str, str | int] | None = None,
     limits: dict[str, str | int] | None = None,
+    memory_volume_size: int | None = None,
 ) -> dict[str, Any]:
-    """A one-container pod running a stress command; quantities may be given as byte counts."""
+    """A one-container pod running a stress command; quantities may be given as byte counts.
+    With `memory_volume_size`, an emptyDir `medium: Memory` of that sizeLimit is mounted at
+    MEMORY_VOLUME."""
     box = Box(
         "stress",
         {k: str(v) for k, v in (requests or {}).items()},
         {k: str(v) for k, v in (limits or {}).items()},
         command=tuple(command),
     )
+    spec: dict[str, Any] = {
+        "containers": [box.manifest(image)],
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+    }
+    if memory_volume_size is not None:
+        spec["volumes"] = [{"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": str(memory_volume_size)}}]
+        spec["containers"][0]["volumeMounts"] = [{"name": "mem", "mountPath": MEMORY_VOLUME}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels(test)},
-        "spec": {
-            "containers": [box.manifest(image)],
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "automountServiceAccountToken": False,
-        },
+        "spec": spec,
     }
+
+
+def guaranteed_swap_pod(
+    name: str, image: str, namespace: str, test: str, memory: int, swap: int, command: list[str] | None = None
+) -> dict[str, Any]:
+    """KEP-5359: a Guaranteed pod (requests == limits for cpu and memory) whose container asks
+    for `limits.swap`. Only an API server with the WorkloadControlledSwap API accepts it."""
+    resources = {"memory": memory, "cpu": "10m"}
+    pod = stress_pod(name, image, namespace, test, command or [STRESS, "pause"], resources, resources)
+    pod["spec"]["containers"][0]["resources"]["limits"]["swap"] = str(swap)
+    return pod

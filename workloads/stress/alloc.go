@@ -14,6 +14,7 @@ type allocOptions struct {
 	interval time.Duration
 	hold     time.Duration // forever when negative
 	retouch  time.Duration // 0: never
+	fills    []fileFill    // files written before allocating (same process, same cgroup)
 }
 
 func parseAllocArgs(args []string) (allocOptions, error) {
@@ -27,6 +28,8 @@ func parseAllocArgs(args []string) (allocOptions, error) {
 	interval := fs.Duration("interval", 100*time.Millisecond, "pause between steps")
 	fs.Var(&hold, "hold", "how long to hold the memory afterwards (duration or forever)")
 	fs.Var(&retouch, "retouch", "re-write every page this often while holding (0: never)")
+	var fills fillList
+	fs.Var(&fills, "fill", "PATH=SIZE: write SIZE bytes to PATH before allocating (repeatable)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return allocOptions{}, err
 	}
@@ -42,7 +45,7 @@ func parseAllocArgs(args []string) (allocOptions, error) {
 	if retouch.d < 0 {
 		return allocOptions{}, fmt.Errorf("alloc: --retouch must be a finite duration")
 	}
-	return allocOptions{target.bytes, step.bytes, *interval, hold.d, retouch.d}, nil
+	return allocOptions{target.bytes, step.bytes, *interval, hold.d, retouch.d, fills}, nil
 }
 
 // region is an anonymous private mapping outside the Go heap: the garbage collector neither
@@ -79,6 +82,16 @@ func runAlloc(args []string) error {
 		return err
 	}
 	sigs := termSignals()
+	// Files first, then anonymous memory: the files' pages are charged to this cgroup and are
+	// the oldest on its LRU lists, so reclaim reaches them before the anonymous pages.
+	for _, f := range opts.fills {
+		written, err := writeFile(f.path, f.bytes, 1<<20)
+		if err != nil {
+			emit("fill-failed %d path=%s error=%s", written, quote(f.path), quote(err.Error()))
+			return exitError{1}
+		}
+		emit("filled %d path=%s", written, quote(f.path))
+	}
 	var regions []region // keeps every mapping referenced for the life of the process
 	var allocated uint64
 	for allocated < opts.target {

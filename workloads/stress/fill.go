@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
 type fillOptions struct {
@@ -45,25 +46,8 @@ func runFill(args []string) error {
 	// Subscribe before anything is reported: a SIGTERM sent right after "holding" must be
 	// handled, not kill the process with the default action.
 	sigs := termSignals()
-	f, err := os.OpenFile(opts.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	written, err := writeFile(opts.path, opts.bytes, opts.chunk)
 	if err != nil {
-		return err
-	}
-	defer f.Close()
-	buf := make([]byte, min(opts.chunk, max(opts.bytes, 1)))
-	for i := range buf {
-		buf[i] = byte(i%251) + 1
-	}
-	var written uint64
-	for written < opts.bytes {
-		n, err := f.Write(buf[:min(uint64(len(buf)), opts.bytes-written)])
-		written += uint64(n)
-		if err != nil {
-			emit("fill-failed %d error=%s", written, quote(err.Error()))
-			return exitError{1}
-		}
-	}
-	if err := f.Sync(); err != nil {
 		emit("fill-failed %d error=%s", written, quote(err.Error()))
 		return exitError{1}
 	}
@@ -73,4 +57,57 @@ func runFill(args []string) error {
 	}
 	emit("holding %d", written)
 	return hold(sigs, forever, 0, nil)
+}
+
+// writeFile writes size bytes of non-zero data to path in chunks and fsyncs it, returning the
+// bytes written so far on error.
+func writeFile(path string, size, chunk uint64) (uint64, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, min(chunk, max(size, 1)))
+	for i := range buf {
+		buf[i] = byte(i%251) + 1
+	}
+	var written uint64
+	for written < size {
+		n, err := f.Write(buf[:min(uint64(len(buf)), size-written)])
+		written += uint64(n)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, f.Sync()
+}
+
+// fileFill is one PATH=SIZE of alloc's --fill.
+type fileFill struct {
+	path  string
+	bytes uint64
+}
+
+// fillList is a repeatable PATH=SIZE flag.
+type fillList []fileFill
+
+func (l *fillList) String() string {
+	parts := make([]string, len(*l))
+	for i, f := range *l {
+		parts[i] = fmt.Sprintf("%s=%d", f.path, f.bytes)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *fillList) Set(s string) error {
+	path, size, ok := strings.Cut(s, "=")
+	if !ok || path == "" {
+		return fmt.Errorf("want PATH=SIZE, got %q", s)
+	}
+	n, err := parseSize(size)
+	if err != nil {
+		return err
+	}
+	*l = append(*l, fileFill{path, n})
+	return nil
 }

@@ -4,12 +4,14 @@
 // tests need inside a container, so the image needs no shell and no other tools:
 //
 //	swapstress pause|sleep                 block until SIGTERM/SIGINT, reaping zombies
-//	swapstress alloc --target SIZE ...     allocate and touch anonymous memory gradually, hold
+//	swapstress alloc --target SIZE ...     [--fill PATH=SIZE] write files, then allocate and touch
+//	                                       anonymous memory gradually, hold
 //	swapstress forkspike --hold SIZE ... [--exec PATH ARGS...]   hold, fork, dirty the copy, exec
 //	swapstress fill --path FILE --bytes SIZE [--hold]   write a file (e.g. on tmpfs)
 //	swapstress cat FILE...                 print files (cgroup files through kubectl exec)
 //	swapstress mountinfo                   print /proc/self/mountinfo
 //	swapstress true                        exit 0 (a cheap exec target)
+//	swapstress resident FILE...            bytes of each file resident in memory (mincore)
 //	swapstress probe-noswap                does the kernel accept tmpfs noswap? (privileged)
 //	swapstress find-cgroup ROOT ID FILE    a file of the cgroup named for a container id
 //
@@ -38,6 +40,7 @@ var commands = map[string]command{
 	"mountinfo":    {runMountinfo, "print /proc/self/mountinfo"},
 	"true":         {func([]string) error { return nil }, "exit 0"},
 	"find-cgroup":  {runFindCgroup, "print a file of the cgroup whose directory names a container id"},
+	"resident":     {runResident, "bytes of each file resident in memory (mincore), e.g. tmpfs pages not swapped"},
 	"probe-noswap": {runProbeNoswap, "mount a tmpfs with noswap, as the kubelet's probe does (privileged)"},
 }
 
@@ -49,7 +52,7 @@ func emit(format string, args ...any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: swapstress COMMAND [flags]")
-	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "probe-noswap", "find-cgroup"} {
+	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "resident", "probe-noswap", "find-cgroup"} {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

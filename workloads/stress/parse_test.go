@@ -40,7 +40,7 @@ func TestParseAllocArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := allocOptions{target: 64 << 20, step: 16 << 20, interval: 10 * time.Millisecond, hold: 0}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 
@@ -49,7 +49,7 @@ func TestParseAllocArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = allocOptions{target: 1e9, step: 16 << 20, interval: 100 * time.Millisecond, hold: forever, retouch: 5 * time.Second}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults: got %+v, want %+v", got, want)
 	}
 
@@ -58,11 +58,20 @@ func TestParseAllocArgs(t *testing.T) {
 		t.Errorf("--hold forever: got %+v, %v", got, err)
 	}
 
+	got, err = parseAllocArgs([]string{"--target", "1Mi", "--fill", "/volumes/mem/a=16Mi", "--fill", "/dev/shm/b=4096"})
+	wantFills := []fileFill{{"/volumes/mem/a", 16 << 20}, {"/dev/shm/b", 4096}}
+	if err != nil || !reflect.DeepEqual(got.fills, wantFills) {
+		t.Errorf("--fill: got %+v, %v; want %+v", got.fills, err, wantFills)
+	}
+
 	for _, args := range [][]string{
-		{},                                   // no target
-		{"--target", "1Mi", "--step", "0"},   // zero step would loop forever
-		{"--target", "lots"},                 // bad size
-		{"--target", "1Mi", "--hold", "-1s"}, // negative hold
+		{"--target", "1Mi", "--fill", "/x"},     // no size
+		{"--target", "1Mi", "--fill", "=1Mi"},   // no path
+		{"--target", "1Mi", "--fill", "/x=1.5"}, // bad size
+		{},                                      // no target
+		{"--target", "1Mi", "--step", "0"},      // zero step would loop forever
+		{"--target", "lots"},                    // bad size
+		{"--target", "1Mi", "--hold", "-1s"},    // negative hold
 		{"--target", "1Mi", "--retouch", "forever"},
 		{"--target", "1Mi", "extra"},             // stray positional
 		{"--target", "1Mi", "--interval", "-1s"}, // negative interval
