@@ -13,7 +13,7 @@ from e2e import oracle
 from e2e.conftest import Workspace
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing, swapping_past_limit
-from workloads.pods import Mi, alloc_command, fork_spike_command, stress_pod
+from workloads.pods import GUARANTEED, Mi, alloc_command, fork_spike_command, stress_pod
 
 def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
     text = ws.observer.cgroup_value(ws.namespace, pod, "stress", "memory.events")
@@ -52,7 +52,9 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit // 2
-    resources = {"memory": size.limit, "cpu": "10m"}
+    # Guaranteed needs a CPU limit too; GUARANTEED's is large enough not to throttle the
+    # allocation (at 10m it took minutes on an emulated node).
+    resources = {"memory": size.limit, "cpu": GUARANTEED["cpu"]}
     ws.deploy(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, alloc_command(target), resources, resources))
     terminated = ws.observer.wait_terminated(ws.namespace, "guaranteed", "stress")
     pod = ws.observer.pod(ws.namespace, "guaranteed")
