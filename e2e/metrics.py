@@ -53,3 +53,18 @@ def summary_pod(summary: dict[str, Any], namespace: str, pod: str) -> dict[str, 
          and (p.get("podRef") or {}).get("name") == pod),
         None,
     )
+
+
+def swap_usage_inconsistencies(current: int, usage: dict[str, float | None]) -> list[str]:
+    """The relations of a consistent scrape that do not hold, given the container's
+    memory.swap.current (-1 if it moved during the scrape) and the swap usage reported per level."""
+    container, pod, node = usage["container"], usage["pod"], usage["node"]
+    relations = {
+        "memory.swap.current > 0 and unchanged around the scrape": current > 0,
+        "container == memory.swap.current": container == current,
+        # Pod = its containers and sandbox; node = everything: at least the container, when
+        # sampled after it stopped moving (each level is sampled on its own schedule).
+        "pod >= memory.swap.current": pod is not None and pod >= current,
+        "node >= memory.swap.current": node is not None and node >= current,
+    }
+    return [name for name, holds in relations.items() if not holds]

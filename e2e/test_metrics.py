@@ -1,7 +1,9 @@
 """Swap observability: node swap capacity, /metrics/resource and /stats/summary against the
-container's own cgroup files. Metrics are sampled by the kubelet on its own schedule, so each
-comparison waits (bounded) for a sample taken while the cgroup value was stable, then demands
-equality: a kubelet that reports 0 or a stale value never gets there and fails with both values."""
+container's own cgroup files. Metrics are sampled by the kubelet on its own schedule, each level
+(container, pod, node) on its own, so each comparison waits (bounded) for a scrape in which the
+container equals its cgroup value, read while stable, and the pod and node levels hold at least
+that much: a kubelet that reports 0, a stale value or a level missing never gets there and fails
+naming the relations that did not hold and every value seen."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e.conftest import Workspace
-from e2e.metrics import find, parse_prometheus, summary_container, summary_pod
+from e2e.metrics import find, parse_prometheus, summary_container, summary_pod, swap_usage_inconsistencies
 from e2e.observe import wait_for
 from e2e.sizing import swapping_past_limit
 from workloads.pods import stress_pod
@@ -69,17 +71,17 @@ def test_resource_metrics_match_the_cgroup(swap_node: SwapNode, swapping_pod: Wo
         current, swap_max, text = stable_swap(ws, lambda: ws.observer.node_proxy("metrics/resource"))
         samples = parse_prometheus(text)
         container = find(samples, "container_swap_usage_bytes", container="stress", **labels)
-        seen.update(current=current, swap_max=swap_max, container=container,
-                    pod=find(samples, "pod_swap_usage_bytes", **labels), node=find(samples, "node_swap_usage_bytes"),
+        pod, node = find(samples, "pod_swap_usage_bytes", **labels), find(samples, "node_swap_usage_bytes")
+        seen.clear()
+        seen.update(current=current, swap_max=swap_max, container=container, pod=pod, node=node,
                     limit=find(samples, "container_swap_limit_bytes", container="stress", **labels))
-        if current > 0 and container is not None and container.value == current:
-            return dict(seen)
-        return None
+        usage = {level: sample.value if sample else None for level, sample in (("container", container), ("pod", pod),
+                                                                                ("node", node))}
+        seen["unmet"] = swap_usage_inconsistencies(current, usage)
+        return None if seen["unmet"] else dict(seen)
 
-    got = wait_for("container_swap_usage_bytes to equal the container's memory.swap.current", probe,
+    got = wait_for("a /metrics/resource scrape consistent with the container's memory.swap.current", probe,
                    METRIC_SECONDS, lambda: repr(seen))
-    assert got["pod"] is not None and got["pod"].value >= got["current"], got
-    assert got["node"] is not None and got["node"].value >= got["current"], got
     if swap_node.kubelet_at_least("1.34"):
         assert got["limit"] is not None and got["limit"].value == got["swap_max"], got
 
@@ -96,15 +98,15 @@ def test_stats_summary_matches_the_cgroup(swap_node: SwapNode, swapping_pod: Wor
         current, swap_max, text = stable_swap(ws, lambda: ws.observer.node_proxy("stats/summary"))
         summary = json.loads(text)
         container = (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap") or {}
-        seen.update(current=current, swap_max=swap_max, container=container,
-                    pod=(summary_pod(summary, ws.namespace, "swapping") or {}).get("swap"),
-                    node=(summary.get("node") or {}).get("swap"))
-        if current > 0 and container.get("swapUsageBytes") == current:
-            return dict(seen)
-        return None
+        pod = (summary_pod(summary, ws.namespace, "swapping") or {}).get("swap") or {}
+        node = (summary.get("node") or {}).get("swap") or {}
+        seen.clear()
+        seen.update(current=current, swap_max=swap_max, container=container, pod=pod, node=node)
+        usage = {level: stats.get("swapUsageBytes") for level, stats in (("container", container), ("pod", pod),
+                                                                         ("node", node))}
+        seen["unmet"] = swap_usage_inconsistencies(current, usage)
+        return None if seen["unmet"] else dict(seen)
 
-    got = wait_for("/stats/summary container swapUsageBytes to equal memory.swap.current", probe,
+    got = wait_for("a /stats/summary consistent with the container's memory.swap.current", probe,
                    METRIC_SECONDS, lambda: repr(seen))
     assert got["container"].get("swapAvailableBytes") == got["swap_max"] - got["current"], got
-    assert got["pod"] and got["pod"].get("swapUsageBytes", -1) >= got["current"], got
-    assert got["node"] and got["node"].get("swapUsageBytes", -1) >= got["current"], got
