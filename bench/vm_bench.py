@@ -45,8 +45,11 @@ def host_description() -> str:
                 osr = line.split("=", 1)[1].strip('"')
     except OSError:
         pass
+    from clusters.vm.qemu import choose_accel
+
+    accel = choose_accel()
     return (f"{platform.node()}: {os.cpu_count()} cores ({cpu}), {mem_kb / 1048576:.0f} GiB, {osr}, "
-            f"kernel {platform.release()}, KVM unusable -> QEMU TCG")
+            f"kernel {platform.release()}, QEMU {accel.name.upper()} ({accel.reason})")
 
 
 def recorded_build_times(root: Path) -> dict[str, str]:

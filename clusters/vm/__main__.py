@@ -6,9 +6,16 @@
     python -m clusters.vm set-behavior NoSwap
     python -m clusters.vm exec -- cat /proc/swaps
     python -m clusters.vm down
-    python -m clusters.vm build [--k8s-version v1.36.3] [--kernel 6.12]   # caches only
+    python -m clusters.vm build [--k8s-version v1.37.1] [--kernel 6.12]   # caches only
+
+    python -m clusters.vm node-image [--k8s-version v1.37.1]   # the local kind node image
+    eval "$(python -m clusters.vm kind-host up)"              # a Docker host for kind, in a VM
+    python -m clusters.vm kind-host env | status | down
+    python -m clusters.vm kind-host exec -- docker ps
 
 ``up`` prints the kubeconfig path on stdout (progress goes to stderr) and leaves the VM running.
+``kind-host up`` builds the node image, boots the host, loads the image into its Docker and
+prints ``export`` lines (DOCKER_HOST, KSC_KIND_API_PORTS, KSC_KIND_NODE_IMAGE) on stdout.
 """
 from __future__ import annotations
 
@@ -19,6 +26,57 @@ from pathlib import Path
 
 from . import build as _build
 from .cluster import VmCluster
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of MiB, got {value}")
+    return value
+
+
+def _kind_host_main(a: argparse.Namespace) -> int:
+    from .kindhost import KindHost
+    from .nodeimage import build_node_image
+
+    if a.kh_cmd == "up":
+        host = KindHost(a.state_dir, kernel=a.kernel, memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
+        images = []
+        if not a.no_node_image:
+            built = build_node_image(a.k8s_version, progress=host.progress)
+            images.append(built)
+        try:
+            st = host.up(images, reuse=a.reuse)
+        except KeyboardInterrupt:
+            print("interrupted: kind host stopped", file=sys.stderr)
+            return 130
+        env = st.env()
+        if not a.no_node_image:
+            env["KSC_KIND_NODE_IMAGE"] = built.ref
+        print("\n".join(f"export {k}={v}" for k, v in env.items()))
+        return 0
+    host = KindHost(a.state_dir)
+    st = host.state()
+    if a.kh_cmd == "down":
+        host.down()
+        return 0
+    if a.kh_cmd == "status":
+        print(json.dumps(host.status(), indent=2, default=str))
+        return 0 if host.is_running() else 1
+    if not (st and host.is_running()):
+        print("no kind host is running (python -m clusters.vm kind-host up)", file=sys.stderr)
+        return 1
+    if a.kh_cmd == "env":
+        env = st.env()
+        if st.node_images:
+            env["KSC_KIND_NODE_IMAGE"] = st.node_images[-1]
+        print("\n".join(f"export {k}={v}" for k, v in env.items()))
+        return 0
+    args = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    rc, out, err = host.guest_exec(args)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return rc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +94,23 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--swap", type=int, default=2048, help="guest swap file in MiB")
             s.add_argument("--cpus", type=int, default=2)
             s.add_argument("--reuse", action="store_true", help="attach to a running VM if there is one")
+    ni = sub.add_parser("node-image", help="build the local kind node image (cached); print archive and ref")
+    ni.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION)
+    kh = sub.add_parser("kind-host", help="a Docker host for kind in a VM (cgroup v2, swap)")
+    kh.add_argument("--state-dir", type=Path, default=None, help="default ~/.cache/kube-swap-conformance/vm/kind-host")
+    khs = kh.add_subparsers(dest="kh_cmd", required=True)
+    khu = khs.add_parser("up")
+    khu.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
+    khu.add_argument("--memory", type=_positive, default=8192, help="guest RAM in MiB (8192)")
+    khu.add_argument("--swap", type=_positive, default=4096, help="guest swap file in MiB (4096)")
+    khu.add_argument("--cpus", type=_positive, default=2)
+    khu.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION, help="version of the node image to load")
+    khu.add_argument("--no-node-image", action="store_true", help="do not build or load the local node image")
+    khu.add_argument("--reuse", action="store_true", help="attach to a running kind host if there is one")
+    for name in ("env", "status", "down"):
+        khs.add_parser(name)
+    khe = khs.add_parser("exec")
+    khe.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("down")
     sub.add_parser("status")
     sb = sub.add_parser("set-behavior")
@@ -43,6 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     ex = sub.add_parser("exec")
     ex.add_argument("argv", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
+    if a.cmd == "kind-host":
+        return _kind_host_main(a)
+    if a.cmd == "node-image":
+        from .nodeimage import build_node_image
+        from .progress import stderr_progress
+
+        built = build_node_image(a.k8s_version, progress=stderr_progress("node-image"))
+        print(f"{built.archive}\n{built.ref}")
+        return 0
 
     if a.cmd in ("up", "build"):
         version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else a.k8s_version

@@ -27,23 +27,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from clusters import versions
+
 from .paths import cache_root
 
 Progress = Callable[[str], None]
 
-GOPROXY = os.environ.get("GOPROXY", "https://proxy.golang.org").split(",")[0]
+GOPROXY = versions.GOPROXY
 
-DEFAULT_K8S_VERSION = "v1.36.3"
-DEFAULT_CONTAINERD_VERSION = "v2.4.2"
-DEFAULT_RUNC_VERSION = "v1.5.2"
-DEFAULT_CNI_VERSION = "v1.9.1"
-DEFAULT_ETCD_VERSION = "v3.6.16"
+DEFAULT_K8S_VERSION = versions.KUBERNETES
+DEFAULT_CONTAINERD_VERSION = versions.CONTAINERD
+DEFAULT_RUNC_VERSION = versions.RUNC
+DEFAULT_CNI_VERSION = versions.CNI_PLUGINS
+DEFAULT_ETCD_VERSION = versions.ETCD
+DEFAULT_CRICTL_VERSION = versions.CRICTL
 
 K8S_COMMANDS = (
     "kubelet",
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
+    "kube-proxy",  # the kind node image runs it (kubeadm's addon); the vm node skips that addon
     "kubectl",
     "kubeadm",
 )
@@ -85,11 +89,10 @@ def _proxy_get(path: str, timeout: float = 60) -> str:
 
 
 def latest_kubernetes_version() -> str:
-    """Newest non-prerelease k8s.io/kubernetes version on the Go proxy."""
-    versions = [v for v in _proxy_get("k8s.io/kubernetes/@v/list").split() if re.fullmatch(r"v\d+\.\d+\.\d+", v)]
-    if not versions:
-        raise BuildError("the Go proxy lists no k8s.io/kubernetes release")
-    return max(versions, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
+    """Newest buildable k8s.io/kubernetes release, probed by name (the proxy's list omits some)."""
+    listed = [v for v in _proxy_get("k8s.io/kubernetes/@v/list").split() if re.fullmatch(r"v\d+\.\d+\.\d+", v)]
+    start = max([*listed, versions.KUBERNETES], key=lambda v: tuple(int(x) for x in v[1:].split(".")))
+    return versions.newest_kubernetes(start)
 
 
 def _go_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -184,16 +187,24 @@ def _staging_modules(k8s_version: str) -> list[str]:
 
 
 def _module_exists(mod: str, version: str) -> bool:
+    # The zip, not the .mod: the proxy serves some versions' .mod but refuses their zip.
     try:
-        _proxy_get(f"{mod}/@v/{version}.mod", timeout=30)
-        return True
-    except Exception:  # noqa: BLE001 - 404/410 from the proxy
+        return versions.module_zip_served(mod, version)
+    except Exception:  # noqa: BLE001 - network trouble: treat as missing, the build says more
         return False
+
+
+def _check_kubernetes_zip(version: str) -> None:
+    if not versions.module_zip_served("k8s.io/kubernetes", version):
+        raise BuildError(
+            f"the Go proxy refuses the k8s.io/kubernetes {version} module zip (it may list the version"
+            f" and still not serve it); choose another with --k8s-version, e.g. {versions.KUBERNETES}")
 
 
 def kubernetes_component(version: str) -> Component:
     if not re.fullmatch(r"v1\.(\d+)\.(\d+)", version):
         raise BuildError(f"unsupported Kubernetes version {version!r} (want v1.MINOR.PATCH)")
+    _check_kubernetes_zip(version)
     minor = version.split(".")[1]
     staging_version = "v0." + ".".join(version[1:].split(".")[1:])
     lines = ["module ksc.local/kubernetes-build", "", "go 1.26", "",
@@ -268,6 +279,18 @@ def cni_component(version: str = DEFAULT_CNI_VERSION) -> Component:
     )
 
 
+def crictl_component(version: str = DEFAULT_CRICTL_VERSION) -> Component:
+    mod = "sigs.k8s.io/cri-tools"
+    return Component(
+        name="crictl",
+        version=version,
+        binaries=("crictl",),
+        files={"go.mod": f"module ksc.local/crictl-build\n\ngo 1.26\n\nrequire {mod} {version}\n"},
+        targets=(("crictl", f"{mod}/cmd/crictl"),),
+        ldflags=f"-s -w -X {mod}/pkg/version.Version={version.lstrip('v')}",
+    )
+
+
 def etcd_component(version: str = DEFAULT_ETCD_VERSION) -> Component:
     main = (
         "package main\n\nimport (\n\t\"os\"\n\n\t\"go.etcd.io/etcd/server/v3/etcdmain\"\n)\n\n"
@@ -309,19 +332,28 @@ class Binaries:
         return out
 
 
+def kubeadm_etcd_version(kubeadm: Path, k8s_version: str) -> str | None:
+    """The etcd release kubeadm deploys (from its image tag, e.g. etcd:3.7.0-0 -> v3.7.0)."""
+    out = subprocess.run([str(kubeadm), "config", "images", "list", "--kubernetes-version", k8s_version],
+                         capture_output=True, text=True)
+    match = re.search(r"/etcd:(\d+\.\d+\.\d+)", out.stdout)
+    return f"v{match.group(1)}" if match else None
+
+
 def build_all(
     k8s_version: str = DEFAULT_K8S_VERSION,
     *,
-    etcd_version: str = DEFAULT_ETCD_VERSION,
+    etcd_version: str | None = None,
     root: Path | None = None,
     progress: Progress = print,
 ) -> Binaries:
+    """Build everything a node runs. etcd is the release kubeadm deploys for ``k8s_version``
+    when the proxy serves it (kubeadm names its image after it), else the pinned one."""
     root = root or cache_root()
     comps = {
         "containerd": containerd_component(),
         "runc": runc_component(),
         "cni": cni_component(),
-        "etcd": etcd_component(etcd_version),
     }
     # kubernetes last-but-not-least: the biggest; resolve its module only when needed
     k8s = Component(name="kubernetes", version=k8s_version, binaries=K8S_COMMANDS)
@@ -329,8 +361,14 @@ def build_all(
         k8s = kubernetes_component(k8s_version)
     out = {name: c.build(root, progress) for name, c in comps.items()}
     kdir = k8s.build(root, progress)
+    if etcd_version is None:
+        wanted = kubeadm_etcd_version(kdir / "kubeadm", k8s_version)
+        cached = wanted and etcd_component(wanted).is_cached(root)
+        etcd_version = wanted if wanted and (cached or _module_exists("go.etcd.io/etcd/server/v3", wanted)) \
+            else DEFAULT_ETCD_VERSION
+    etcd = etcd_component(etcd_version).build(root, progress)
     return Binaries(kubernetes=kdir, containerd=out["containerd"], runc=out["runc"], cni=out["cni"],
-                    etcd=out["etcd"], k8s_version=k8s_version, etcd_version=etcd_version)
+                    etcd=etcd, k8s_version=k8s_version, etcd_version=etcd_version)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use

@@ -17,7 +17,7 @@ import re
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -25,6 +25,7 @@ import yaml
 
 from . import build as _build
 from . import guestfiles, image, node, qemu
+from .guest import Guest
 from .paths import cache_root, default_state_dir
 from .progress import stderr_progress
 
@@ -42,7 +43,7 @@ class VmClusterError(RuntimeError):
 
 
 @contextlib.contextmanager
-def _interrupts_raise():
+def interrupts_raise():
     """SIGINT and SIGTERM raise KeyboardInterrupt (even if SIGINT was inherited as ignored)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -85,8 +86,11 @@ class VmState:
     ready_at: float | None = None
 
 
-class VmCluster:
+class VmCluster(Guest[VmState]):
     """Lifecycle of the vm provider's node; see the module docstring."""
+
+    state_type = VmState
+    error = VmClusterError
 
     node_name = guestfiles.NODE_NAME
 
@@ -102,7 +106,7 @@ class VmCluster:
         cache_dir: Path | None = None,
         progress: Progress | None = None,
     ):
-        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        super().__init__(Path(state_dir) if state_dir else default_state_dir())
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.k8s_version = k8s_version
         self.kernel = kernel
@@ -110,9 +114,6 @@ class VmCluster:
         self.swap_mb = swap_mb
         self.cpus = cpus
         self.progress: Progress = progress or stderr_progress()
-        self.paths = qemu.VmPaths(self.state_dir)
-        self.agent = qemu.GuestAgent(self.paths.qga)
-        self.timings: dict[str, float] = {}
         self._api: Any = None
         self.reused = False
         self.stress_ref = ""
@@ -132,25 +133,6 @@ class VmCluster:
     def stress_image(self) -> str:
         """Ref of the stress image preloaded in the guest (use imagePullPolicy: Never)."""
         return self.stress_ref
-
-    @property
-    def state_file(self) -> Path:
-        return self.state_dir / "state.json"
-
-    def state(self) -> VmState | None:
-        try:
-            return VmState(**json.loads(self.state_file.read_text()))
-        except (FileNotFoundError, ValueError, TypeError):
-            return None
-
-    def _save_state(self, st: VmState) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(st), indent=2) + "\n")
-        tmp.replace(self.state_file)
-
-    def is_running(self) -> bool:
-        return qemu.read_pid(self.paths) is not None
 
     # ------------------------------------------------------------------ prepare
     def prepare(self) -> image.GuestImage:
@@ -191,7 +173,7 @@ class VmCluster:
 
         Ctrl-C (SIGINT) or SIGTERM during ``up`` stops the VM it started before re-raising.
         """
-        with _interrupts_raise():
+        with interrupts_raise():
             return self._up(behavior, reuse)
 
     def _up(self, behavior: str, reuse: bool) -> Path:
@@ -214,18 +196,20 @@ class VmCluster:
         port = qemu.free_loopback_port()
         started = False
         try:
-            self.progress(f"booting: qemu TCG, {self.cpus} vCPU, {self.memory_mb} MiB, swap {self.swap_mb} MiB, "
-                          f"kernel {img.kernel_release}, API on 127.0.0.1:{port}")
+            accel = qemu.choose_accel()
+            self.progress(f"booting: qemu {accel.name.upper()} ({accel.reason}), {self.cpus} vCPU, {self.memory_mb} MiB,"
+                          f" swap {self.swap_mb} MiB, kernel {img.kernel_release}, API on 127.0.0.1:{port}")
             t_boot = time.monotonic()
             pid = qemu.start_qemu(self.paths, disk=img.disk, kernel=img.kernel, initrd=img.initrd,
-                                  memory_mb=self.memory_mb, cpus=self.cpus, swap_mb=self.swap_mb, port=port)
+                                  memory_mb=self.memory_mb, cpus=self.cpus, swap_mb=self.swap_mb,
+                                  forwards=[(port, 6443)], accel=accel)
             started = True
             st = VmState(pid=pid, port=port, k8s_version=self.k8s_version, kernel=self.kernel,
                          kernel_release=img.kernel_release, memory_mb=self.memory_mb, swap_mb=self.swap_mb,
                          cpus=self.cpus, behavior=behavior, image_key=img.key, started_at=time.time(),
                          stress_image=self.stress_ref, pause_image=self.pause_ref)
-            self._save_state(st)
-            self._wait_agent(time.monotonic() + 600)
+            self.save_state(st)
+            self.wait_agent(time.monotonic() + 600)
             self.timings["boot"] = time.monotonic() - t_boot
             self.progress(f"booting: guest agent answers after {self.timings['boot']:.0f}s")
             self._wait_unit("ksc-images.service", time.monotonic() + 900)
@@ -239,7 +223,7 @@ class VmCluster:
             self.timings["up_total"] = time.monotonic() - t_start
             self.timings["boot_to_ready"] = time.monotonic() - t_boot
             st.ready_at = time.time()
-            self._save_state(st)
+            self.save_state(st)
             self.progress(f"node Ready: {self.node_name} ({self.k8s_version}) after {self.timings['boot_to_ready']:.0f}s "
                           f"from boot; kubeconfig {self.kubeconfig}")
             return self.kubeconfig
@@ -251,9 +235,7 @@ class VmCluster:
 
     def down(self, quiet: bool = False) -> bool:
         """Stop the VM (by pidfile), drop the overlay; True if a VM was running."""
-        was = qemu.stop_qemu(self.paths)
-        self.paths.overlay.unlink(missing_ok=True)
-        self.state_file.unlink(missing_ok=True)
+        was = self.stop()
         self.kubeconfig.unlink(missing_ok=True)
         self._api = None
         if not quiet:
@@ -267,11 +249,6 @@ class VmCluster:
         self.down(quiet=True)
 
     # ------------------------------------------------------------------ guest
-    def guest_exec(self, argv: Sequence[str], *, input: bytes | None = None,
-                   timeout: float = 300) -> tuple[int, str, str]:
-        """Run a command in the guest via qemu-guest-agent: (exit code, stdout, stderr)."""
-        return self.agent.exec(list(argv), input=input, timeout=timeout)
-
     def _check(self, argv: Sequence[str], **kw: Any) -> str:
         rc, out, err = self.guest_exec(argv, **kw)
         if rc != 0:
@@ -282,21 +259,6 @@ class VmCluster:
         self._check(["sh", "-c", f"mkdir -p \"$(dirname '{path}')\" && cat > '{path}.tmp' && "
                                  f"chmod {mode} '{path}.tmp' && mv '{path}.tmp' '{path}'"], input=data)
 
-    def console_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.paths.console.read_text(errors="replace").splitlines()[-n:])
-        except FileNotFoundError:
-            return "(no console log)"
-
-    def _wait_agent(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if not self.is_running():
-                raise VmClusterError("qemu exited during boot; console:\n" + self.console_tail())
-            if self.agent.ping(timeout=3):
-                return
-            time.sleep(1)
-        raise VmClusterError("timed out waiting for the guest agent to answer; console:\n" + self.console_tail())
-
     def _wait_unit(self, unit: str, deadline: float) -> None:
         last = ""
         while time.monotonic() < deadline:
@@ -305,8 +267,7 @@ class VmCluster:
             if last == "active":
                 return
             if last == "failed":
-                _, journal, _ = self.guest_exec(["journalctl", "-b", "--no-pager", "-n", "60", "-u", unit])
-                raise VmClusterError(f"{unit} failed in the guest:\n{journal}")
+                raise VmClusterError(f"{unit} failed in the guest:\n{self.journal(unit)}")
             time.sleep(2)
         raise VmClusterError(f"timed out waiting for {unit} to become active (last state: {last!r})")
 
@@ -437,16 +398,13 @@ class VmCluster:
         st = self.state()
         if st:
             st.behavior = behavior
-            self._save_state(st)
+            self.save_state(st)
         self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
-        st = self.state()
-        out: dict[str, Any] = {"state_dir": str(self.state_dir), "running": self.is_running(),
-                               "kubeconfig": str(self.kubeconfig) if self.kubeconfig.exists() else None}
-        if st:
-            out.update(asdict(st))
+        out = self.describe()
+        out["kubeconfig"] = str(self.kubeconfig) if self.kubeconfig.exists() else None
         if out["running"] and out["kubeconfig"]:
             try:
                 n = self.get_node()

@@ -6,8 +6,10 @@ writes at ``up``, so one cached disk serves every configuration.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 GUEST_IP = "10.0.2.15"
@@ -44,12 +46,15 @@ version = 3
     conf_dir = '/etc/cni/net.d'
 """
 
-CONTAINERD_UNIT = """\
+def containerd_unit(after: tuple[str, ...] = ("ksc-network.service", "ksc-swap.service")) -> str:
+    """containerd's unit; ``after`` are the flavor's own units it must start after."""
+    order = " ".join(("network.target", "local-fs.target", *after))
+    wants = "".join(f"Wants={u}\n" for u in after if u == "ksc-network.service")
+    return f"""\
 [Unit]
 Description=containerd container runtime
-After=network.target local-fs.target ksc-network.service ksc-swap.service
-Wants=ksc-network.service
-
+After={order}
+{wants}
 [Service]
 ExecStartPre=-/sbin/modprobe overlay
 ExecStart=/usr/local/bin/containerd
@@ -60,12 +65,16 @@ Restart=always
 RestartSec=2
 LimitNPROC=infinity
 LimitCORE=infinity
+LimitNOFILE=infinity
 TasksMax=infinity
 OOMScoreAdjust=-999
 
 [Install]
 WantedBy=multi-user.target
 """
+
+
+CONTAINERD_UNIT = containerd_unit()
 
 KUBELET_UNIT = """\
 [Unit]
@@ -151,11 +160,12 @@ ExecStart=/usr/local/sbin/ksc-swap-setup
 WantedBy=multi-user.target
 """
 
-IMAGES_SCRIPT = f"""\
+def images_script(images_dir: str) -> str:
+    return f"""\
 #!/bin/sh
-# Import the image archives shipped in the disk into containerd's k8s.io namespace, once.
+# Import the image archives shipped in {images_dir} into containerd's k8s.io namespace, once.
 set -eu
-for tar in {IMAGES_DIR}/*.tar; do
+for tar in {images_dir}/*.tar; do
   [ -e "$tar" ] || continue
   mark="$tar.imported"
   [ -e "$mark" ] && continue
@@ -167,6 +177,9 @@ for tar in {IMAGES_DIR}/*.tar; do
 done
 ctr -n k8s.io images ls -q
 """
+
+
+IMAGES_SCRIPT = images_script(IMAGES_DIR)
 
 IMAGES_UNIT = """\
 [Unit]
@@ -274,64 +287,97 @@ SYSCTLS = (
 )
 
 
-def guest_files(pause_ref: str) -> dict[str, bytes]:
-    """Guest path (relative to /) -> content, for every config file the node needs."""
+def base_files(hostname: str) -> dict[str, bytes]:
+    """What every guest flavor needs: static network, swap file, the TCG static-key guard."""
     t = {
-        "etc/containerd/config.toml": CONTAINERD_CONFIG.format(pause_ref=pause_ref),
-        "etc/systemd/system/containerd.service": CONTAINERD_UNIT,
-        "etc/systemd/system/kubelet.service": KUBELET_UNIT,
-        "etc/systemd/system/kubelet.service.d/10-kubeadm.conf": KUBELET_KUBEADM_DROPIN,
         "etc/systemd/system/ksc-network.service": NETWORK_UNIT,
         "etc/systemd/system/ksc-swap.service": SWAP_UNIT,
-        "etc/systemd/system/ksc-images.service": IMAGES_UNIT,
         "etc/systemd/system/ksc-keys-pin.service": KEYS_PIN_UNIT,
         "etc/systemd/system/ksc-cpus-online.service": CPUS_ONLINE_UNIT,
         "usr/local/sbin/ksc-cpus-online": CPUS_ONLINE_SCRIPT,
         "usr/local/sbin/ksc-swap-setup": SWAP_SCRIPT,
-        "usr/local/sbin/ksc-images-import": IMAGES_SCRIPT,
-        "etc/cni/net.d/10-ksc.conflist": CNI_CONFLIST,
         "etc/modules-load.d/ksc.conf": MODULES,
         "etc/sysctl.d/90-ksc.conf": SYSCTLS,
-        "etc/hostname": NODE_NAME + "\n",
-        "etc/hosts": f"127.0.0.1 localhost\n{GUEST_IP} {NODE_NAME}\n",
+        "etc/hostname": hostname + "\n",
+        "etc/hosts": f"127.0.0.1 localhost\n{GUEST_IP} {hostname}\n",
         "etc/resolv.conf": f"nameserver {GUEST_DNS}\n",
         "etc/fstab": "/dev/vda / ext4 rw,relatime 0 1\n",
     }
     return {k: v.encode() for k, v in t.items()}
 
 
-ENABLE = {
-    "sysinit.target.wants": ["ksc-keys-pin.service", "ksc-cpus-online.service"],
-    "multi-user.target.wants": ["containerd.service", "kubelet.service", "ksc-network.service",
-                                "ksc-swap.service", "ksc-images.service"],
+def guest_files(pause_ref: str) -> dict[str, bytes]:
+    """Guest path (relative to /) -> content, for every config file the kubeadm node needs."""
+    t = {
+        "etc/containerd/config.toml": CONTAINERD_CONFIG.format(pause_ref=pause_ref),
+        "etc/systemd/system/containerd.service": CONTAINERD_UNIT,
+        "etc/systemd/system/kubelet.service": KUBELET_UNIT,
+        "etc/systemd/system/kubelet.service.d/10-kubeadm.conf": KUBELET_KUBEADM_DROPIN,
+        "etc/systemd/system/ksc-images.service": IMAGES_UNIT,
+        "usr/local/sbin/ksc-images-import": IMAGES_SCRIPT,
+        "etc/cni/net.d/10-ksc.conflist": CNI_CONFLIST,
+    }
+    return base_files(NODE_NAME) | {k: v.encode() for k, v in t.items()}
+
+
+@dataclass(frozen=True)
+class Units:
+    """How a flavor's rootfs is finished: units to enable (``systemctl enable`` as symlinks),
+    scripts to make executable, directories to create."""
+
+    enable: dict[str, tuple[str, ...]]
+    executables: tuple[str, ...]
+    dirs: tuple[str, ...] = ()
+    mask: tuple[str, ...] = field(default=(
+        "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "e2scrub_reap.service",
+        "fstrim.timer", "systemd-networkd-wait-online.service", "getty@tty1.service"))
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps([self.enable, self.executables, self.dirs, self.mask],
+                                         sort_keys=True).encode()).hexdigest()[:16]
+
+
+BASE_ENABLE = {
+    "sysinit.target.wants": ("ksc-keys-pin.service", "ksc-cpus-online.service"),
+    "multi-user.target.wants": ("ksc-network.service", "ksc-swap.service"),
 }
+BASE_EXECUTABLES = ("usr/local/sbin/ksc-swap-setup", "usr/local/sbin/ksc-cpus-online")
+
+NODE_UNITS = Units(
+    enable={**BASE_ENABLE, "multi-user.target.wants": BASE_ENABLE["multi-user.target.wants"]
+            + ("containerd.service", "kubelet.service", "ksc-images.service")},
+    executables=BASE_EXECUTABLES + ("usr/local/sbin/ksc-images-import",),
+    dirs=("var/lib/kubelet", "etc/kubernetes/manifests", "var/lib/etcd", "opt/cni/bin"),
+)
 QGA_WANTS = "dev-virtio\\x2dports-org.qemu.guest_agent.0.device.wants"
-MASK = ["apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "e2scrub_reap.service",
-        "fstrim.timer", "systemd-networkd-wait-online.service", "getty@tty1.service"]
 
 
-def finalize_rootfs(stage: Path, log: Path | None = None) -> None:
+def finalize_rootfs(stage: Path, units: Units = NODE_UNITS, guest_agent: bool = True) -> None:
     """Fix modes, enable units (symlinks, like ``systemctl enable``), mask slow units."""
-    for rel in ("usr/local/sbin/ksc-swap-setup", "usr/local/sbin/ksc-images-import", "usr/local/sbin/ksc-cpus-online"):
+    for rel in units.executables:
         (stage / rel).chmod(0o755)
     sysd = stage / "etc/systemd/system"
-    for wants, units in ENABLE.items():
+    for wants, names in units.enable.items():
         d = sysd / wants
         d.mkdir(parents=True, exist_ok=True)
-        for u in units:
+        for u in names:
             link = d / u
-            if not link.exists():
-                os.symlink(f"/etc/systemd/system/{u}", link)
+            if not link.exists() and not link.is_symlink():
+                target = f"/etc/systemd/system/{u}"
+                if not (stage / target.lstrip("/")).exists():  # a unit the distribution ships
+                    target = f"/lib/systemd/system/{u}"
+                os.symlink(target, link)
     qd = sysd / QGA_WANTS
-    qd.mkdir(parents=True, exist_ok=True)
-    if not (qd / "qemu-guest-agent.service").is_symlink():
+    if guest_agent and not (qd / "qemu-guest-agent.service").is_symlink():
+        qd.mkdir(parents=True, exist_ok=True)
         os.symlink("/lib/systemd/system/qemu-guest-agent.service", qd / "qemu-guest-agent.service")
-    for u in MASK:
+    for u in units.mask:
         m = sysd / u
         if not m.exists() and not m.is_symlink():
             os.symlink("/dev/null", m)
-    for d in ("var/lib/kubelet", "etc/kubernetes/manifests", "var/lib/etcd", "opt/cni/bin", "root"):
+    for d in (*units.dirs, "root"):
         (stage / d).mkdir(parents=True, exist_ok=True)
-    (stage / "var/lib/etcd").chmod(0o700)
+    if (stage / "var/lib/etcd").exists():
+        (stage / "var/lib/etcd").chmod(0o700)
     # empty machine-id: systemd generates one on first boot of each overlay
     (stage / "etc/machine-id").write_text("")

@@ -95,28 +95,54 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def rootfs_key(kernel: str) -> str:
-    return _digest({"v": ROOTFS_RECIPE_VERSION, "suite": SUITE, "mirror": MIRROR,
-                    "packages": PACKAGES, "kernel": kernel})
+@dataclass(frozen=True)
+class RootfsRecipe:
+    """What a cached Debian rootfs holds: packages, and a kernel unless it is a container's."""
+
+    flavor: str  # "node" (kubeadm node), "kind-host" (Docker engine), "kind-node" (container)
+    packages: tuple[str, ...]
+    kernel: str | None  # "6.12" or "6.1" for a bootable guest; None for a container image
+    version: str = ROOTFS_RECIPE_VERSION
+
+    def key(self) -> str:
+        fields: dict[str, object] = {"v": self.version, "suite": SUITE, "mirror": MIRROR,
+                                     "packages": self.packages, "kernel": self.kernel}
+        if self.flavor != "node":  # the node's key predates flavors: keep its caches valid
+            fields["flavor"] = self.flavor
+        return _digest(fields)
+
+    def describe(self) -> str:
+        return f"{self.flavor}, kernel {self.kernel}" if self.kernel else f"{self.flavor}, no kernel"
 
 
-def build_rootfs(kernel: str = "6.12", *, root: Path | None = None, progress: Progress = print) -> Path:
-    """Debootstrap a bookworm rootfs with the chosen kernel; cached by recipe."""
+def node_recipe(kernel: str) -> RootfsRecipe:
     if kernel not in KERNELS:
         raise ImageError(f"kernel {kernel!r} not supported: choose {' or '.join(KERNELS)}")
+    return RootfsRecipe("node", PACKAGES, kernel)
+
+
+def rootfs_key(kernel: str) -> str:
+    return node_recipe(kernel).key()
+
+
+def build_rootfs(recipe: RootfsRecipe | str = "6.12", *, root: Path | None = None,
+                 progress: Progress = print) -> Path:
+    """Debootstrap a bookworm rootfs for the recipe (a kernel string means the node's); cached."""
+    if isinstance(recipe, str):
+        recipe = node_recipe(recipe)
     root = root or cache_root()
-    key = rootfs_key(kernel)
+    key = recipe.key()
     out = root / "vm" / "rootfs" / key
     if (out / ".complete").exists():
-        progress(f"image: rootfs {key} (kernel {kernel}) cached")
+        progress(f"image: rootfs {key} ({recipe.describe()}) cached")
         return out
     with cache_lock(root, f"rootfs-{key}", progress):
         if (out / ".complete").exists():
             return out
-        return _build_rootfs_locked(kernel, key, out, root, progress)
+        return _build_rootfs_locked(recipe, key, out, root, progress)
 
 
-def _build_rootfs_locked(kernel: str, key: str, out: Path, root: Path, progress: Progress) -> Path:
+def _build_rootfs_locked(recipe: RootfsRecipe, key: str, out: Path, root: Path, progress: Progress) -> Path:
     tmp = out.with_name(key + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -124,29 +150,35 @@ def _build_rootfs_locked(kernel: str, key: str, out: Path, root: Path, progress:
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
     t0 = time.monotonic()
-    progress(f"image: debootstrap {SUITE} (kernel {kernel}) into {tmp} (log {log})")
-    kernel_suite = f"{SUITE}-backports" if kernel == "6.12" else SUITE
-    script = f"""
-set -eux
-mount --make-rprivate /
-debootstrap --variant=minbase --include={','.join(PACKAGES)} {SUITE} {tmp} {MIRROR}
+    progress(f"image: debootstrap {SUITE} ({recipe.describe()}) into {tmp} (log {log})")
+    kernel_steps = ""
+    if recipe.kernel:
+        kernel_suite = f"{SUITE}-backports" if recipe.kernel == "6.12" else SUITE
+        kernel_steps = f"""
 echo 'deb {MIRROR} {SUITE}-backports main' > {tmp}/etc/apt/sources.list.d/backports.list
 mount -t proc proc {tmp}/proc
 mount -t sysfs sys {tmp}/sys
 mount --rbind /dev {tmp}/dev
 chroot {tmp} env DEBIAN_FRONTEND=noninteractive apt-get update
 chroot {tmp} env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends -t {kernel_suite} linux-image-amd64 initramfs-tools
+"""
+    script = f"""
+set -eux
+mount --make-rprivate /
+debootstrap --variant=minbase --include={','.join(recipe.packages)} {SUITE} {tmp} {MIRROR}
+{kernel_steps}
 chroot {tmp} apt-get clean
 rm -rf {tmp}/var/lib/apt/lists/*
 """
-    _run(["unshare", "--mount", "--fork", "sh", "-c", script], log, "debootstrap/kernel install")
+    _run(["unshare", "--mount", "--fork", "sh", "-c", script], log, "debootstrap" + (" and kernel install" if recipe.kernel else ""))
     kernels = sorted((tmp / "boot").glob("vmlinuz-*"))
-    if not kernels:
+    if recipe.kernel and not kernels:
         raise ImageError(f"no kernel installed in {tmp}/boot (log {log})")
-    (tmp / ".complete").write_text(f"{kernels[-1].name} built in {time.monotonic() - t0:.0f}s\n")
+    what = kernels[-1].name if kernels else "container-rootfs"
+    (tmp / ".complete").write_text(f"{what} built in {time.monotonic() - t0:.0f}s\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
-    progress(f"image: rootfs done in {time.monotonic() - t0:.0f}s ({kernels[-1].name})")
+    progress(f"image: rootfs done in {time.monotonic() - t0:.0f}s ({what})")
     return out
 
 
@@ -162,18 +194,31 @@ class GuestImage:
 
 def build_image(
     *,
-    kernel: str,
+    kernel: str | None = None,
     files: Mapping[str, Path | bytes],
     root: Path | None = None,
     progress: Progress = print,
+    recipe: RootfsRecipe | None = None,
+    units: guestfiles.Units | None = None,
+    disk_size: str = DISK_SIZE,
+    bake: bool = True,
 ) -> GuestImage:
     """Assemble the bootable disk: rootfs + ``files`` (guest path -> host file or bytes).
 
     Host files keep their executable bit; bytes are written 0644 unless the guest path is
-    under a ``bin`` directory (then 0755).
+    under a ``bin`` directory (then 0755). ``recipe`` defaults to the kubeadm node's for
+    ``kernel``, ``units`` to the node's; ``bake`` boots the new disk once so the node's image
+    import happens there (a flavor without container images to import passes False).
     """
     root = root or cache_root()
-    rootfs = build_rootfs(kernel, root=root, progress=progress)
+    if recipe is None:
+        if kernel is None:
+            raise ImageError("build_image needs a kernel or a recipe")
+        recipe = node_recipe(kernel)
+    if not recipe.kernel:
+        raise ImageError(f"a bootable disk needs a kernel; the {recipe.flavor} rootfs has none")
+    units = units or guestfiles.NODE_UNITS
+    rootfs = build_rootfs(recipe, root=root, progress=progress)
     t0 = time.monotonic()
     inputs: dict[str, str] = {}
     for dest, src in sorted(files.items()):
@@ -181,7 +226,10 @@ def build_image(
             inputs[dest] = hashlib.sha256(src).hexdigest()
         else:
             inputs[dest] = _file_sha(Path(src))
-    key = _digest({"v": IMAGE_RECIPE_VERSION, "rootfs": rootfs.name, "files": inputs, "size": DISK_SIZE})
+    fields: dict[str, object] = {"v": IMAGE_RECIPE_VERSION, "rootfs": rootfs.name, "files": inputs, "size": disk_size}
+    if units is not guestfiles.NODE_UNITS or not bake:  # the node's key predates these fields
+        fields.update(units=units.key(), bake=bake)
+    key = _digest(fields)
     out = root / "vm" / "images" / key
     img = GuestImage(out, out / "disk.raw", out / "vmlinuz", out / "initrd.img", key, "")
     if (out / ".complete").exists():
@@ -192,11 +240,11 @@ def build_image(
         if (out / ".complete").exists():
             img.kernel_release = (out / ".complete").read_text().split()[0]
             return img
-        return _assemble(img, rootfs, files, root, t0, progress)
+        return _assemble(img, rootfs, files, root, t0, progress, units=units, disk_size=disk_size, bake=bake)
 
 
 def _assemble(img: GuestImage, rootfs: Path, files: Mapping[str, Path | bytes], root: Path, t0: float,
-              progress: Progress) -> GuestImage:
+              progress: Progress, *, units: "guestfiles.Units", disk_size: str, bake: bool) -> GuestImage:
     key, out = img.key, img.dir
     progress(f"image: assembling disk {key}")
     tmp = out.with_name(key + ".tmp")
@@ -218,7 +266,7 @@ def _assemble(img: GuestImage, rootfs: Path, files: Mapping[str, Path | bytes], 
             p.chmod(0o755 if "/bin/" in "/" + dest or "/sbin/" in "/" + dest else 0o644)
         else:
             shutil.copy2(src, p)
-    guestfiles.finalize_rootfs(stage, log=log)
+    guestfiles.finalize_rootfs(stage, units)
     kernels = sorted((stage / "boot").glob("vmlinuz-*"))
     if not kernels:
         raise ImageError(f"kernel missing in {stage}/boot")
@@ -232,20 +280,21 @@ def _assemble(img: GuestImage, rootfs: Path, files: Mapping[str, Path | bytes], 
         if junk.name.endswith((".dpkg-bak", ".new")):
             junk.unlink()
     _run(["mkfs.ext4", "-q", "-F", "-L", "kscroot", "-E", "root_owner=0:0", "-d", str(stage),
-          str(tmp / "disk.raw"), DISK_SIZE], log, "mkfs.ext4 -d")
+          str(tmp / "disk.raw"), disk_size], log, "mkfs.ext4 -d")
     shutil.rmtree(stage)
-    _bake(tmp, root, progress)
+    if bake:
+        _bake(tmp, root, progress)
     (tmp / ".complete").write_text(f"{release} built in {time.monotonic() - t0:.0f}s\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     img.kernel_release = release
-    _prune(root / "vm" / "images", keep=3)
+    _prune(root / "vm" / "images", keep=4)
     progress(f"image: disk {key} built in {time.monotonic() - t0:.0f}s (kernel {release})")
     return img
 
 
 def _prune(images: Path, keep: int) -> None:
-    """Drop all but the ``keep`` most recently built disks (each is a ~12 GB sparse file)."""
+    """Drop all but the ``keep`` most recently built disks (sparse files of 12 GB and more)."""
     done = sorted((d for d in images.iterdir() if (d / ".complete").exists()),
                   key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
     for d in done[keep:]:
@@ -264,9 +313,8 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
     progress("image: baking: first boot imports the container images into the base disk")
     paths = qemu.VmPaths(root / "vm" / "bake-run")
     qemu.stop_qemu(paths)
-    port = qemu.free_loopback_port()
     qemu.start_qemu(paths, disk=tmp / "disk.raw", kernel=tmp / "vmlinuz", initrd=tmp / "initrd.img",
-                    memory_mb=2048, cpus=2, swap_mb=0, port=port, use_overlay=False)
+                    memory_mb=2048, cpus=2, swap_mb=0, use_overlay=False, name="ksc-bake")
     agent = qemu.GuestAgent(paths.qga)
     try:
         deadline = time.monotonic() + 1200

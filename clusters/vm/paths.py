@@ -14,5 +14,23 @@ def cache_root() -> Path:
     return Path(xdg) / "kube-swap-conformance"
 
 
+CACHE_VARIABLES = "KSC_CACHE_DIR (or XDG_CACHE_HOME, or HOME)"
+
+
+def writable_cache_root() -> Path:
+    """The cache root, created and proven writable; else an error naming what moves it."""
+    import tempfile
+
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".ksc-write-check-"):
+            pass
+    except OSError as error:
+        raise OSError(error.errno, f"the cache directory {root} is not writable ({error.strerror}): set"
+                                   f" {CACHE_VARIABLES} to a writable directory") from None
+    return root
+
+
 def default_state_dir() -> Path:
     return cache_root() / "vm" / "run"

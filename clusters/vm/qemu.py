@@ -7,6 +7,7 @@ and ``stop()`` kills by pidfile.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import random
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+QEMU = "qemu-system-x86_64"
 
 
 class QemuError(RuntimeError):
@@ -33,6 +35,49 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Accel:
+    """The accelerator a guest runs under, and why it was chosen (shown to the user)."""
+
+    name: str  # "kvm" or "tcg"
+    reason: str
+
+    def argv(self) -> list[str]:
+        if self.name == "kvm":
+            return ["-accel", "kvm", "-cpu", "host"]
+        return ["-accel", f"tcg,thread={os.environ.get('KSC_VM_TCG_THREAD', 'multi')}"]
+
+
+@functools.lru_cache(maxsize=1)
+def choose_accel() -> Accel:
+    """KVM when /dev/kvm really works, else TCG; ``KSC_VM_ACCEL=kvm|tcg`` forces a choice.
+
+    A readable /dev/kvm is not enough: on nested hosts that only offer PVM, QEMU aborts on
+    the first vCPU register write ("failed to set MSR 0x10a"). So a paused machine is created
+    and quit through QMP; only if that exits cleanly is KVM used.
+    """
+    forced = os.environ.get("KSC_VM_ACCEL", "")
+    if forced in ("kvm", "tcg"):
+        return Accel(forced, f"forced by KSC_VM_ACCEL={forced}")
+    if forced:
+        raise QemuError(f"KSC_VM_ACCEL={forced!r}: use kvm or tcg")
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        why = "missing" if not os.path.exists("/dev/kvm") else "not accessible to this user"
+        return Accel("tcg", f"/dev/kvm {why}: software emulation")
+    argv = [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "64", "-nodefaults",
+            "-display", "none", "-S", "-qmp", "stdio"]
+    qmp = b'{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n'
+    try:
+        probe = subprocess.run(argv, input=qmp, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return Accel("tcg", f"KVM probe failed ({error}): software emulation")
+    if probe.returncode == 0:
+        return Accel("kvm", "/dev/kvm works")
+    lines = probe.stderr.decode(errors="replace").strip().splitlines()
+    return Accel("tcg", f"/dev/kvm present but KVM fails ({lines[0] if lines else f'exit {probe.returncode}'}):"
+                        " software emulation")
 
 
 @dataclass
@@ -88,11 +133,17 @@ def start_qemu(
     memory_mb: int,
     cpus: int,
     swap_mb: int,
-    port: int,
+    forwards: Sequence[tuple[int, int]] = (),
     extra_cmdline: str = "",
     use_overlay: bool = True,
+    name: str = "ksc-node",
+    accel: Accel | None = None,
 ) -> int:
-    """Create a fresh qcow2 overlay on ``disk`` and start qemu detached; returns its pid."""
+    """Create a fresh qcow2 overlay on ``disk`` and start qemu detached; returns its pid.
+
+    ``forwards`` are (host port, guest port) pairs: the host side listens on 127.0.0.1 only,
+    and ``restrict=on`` keeps the guest from reaching anything outside.
+    """
     paths.dir.mkdir(parents=True, exist_ok=True)
     if read_pid(paths):
         raise QemuError(f"a VM is already running from {paths.dir} (pid {read_pid(paths)})")
@@ -107,13 +158,16 @@ def start_qemu(
     # maxcpus=1: the other vCPUs are onlined by ksc-cpus-online.service (see guestfiles.py)
     append = (f"root=/dev/vda rw console=ttyS0 panic=-1 loglevel=4 net.ifnames=0 maxcpus=1 "
               f"systemd.unified_cgroup_hierarchy=1 ksc.swap_mb={swap_mb} {extra_cmdline}").strip()
+    accel = accel or choose_accel()
+    nic = "user,model=virtio-net-pci,restrict=on" + "".join(
+        f",hostfwd=tcp:127.0.0.1:{host}-:{guest}" for host, guest in forwards)
     argv = [
-        "qemu-system-x86_64", "-name", "ksc-node",
-        "-accel", f"tcg,thread={os.environ.get('KSC_VM_TCG_THREAD', 'multi')}", "-machine", "q35", "-smp", str(cpus), "-m", str(memory_mb),
+        QEMU, "-name", name, *accel.argv(),
+        "-machine", "q35", "-smp", str(cpus), "-m", str(memory_mb),
         "-display", "none", "-vga", "none", "-no-reboot",
         "-kernel", str(kernel), "-initrd", str(initrd), "-append", append,
         "-drive", drive,
-        "-nic", f"user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:6443",
+        "-nic", nic,
         "-chardev", f"socket,id=qga0,path={paths.qga},server=on,wait=off",
         "-device", "virtio-serial-pci",
         "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",

@@ -5,7 +5,7 @@ is compiled with the local toolchains and packed by :mod:`workloads.image.oci` i
 that ``ctr -n k8s.io images import`` and ``kind load image-archive`` accept.
 
 Binaries are cached under ``~/.cache/kube-swap-conformance/images/stress-<hash>/`` (override
-with ``$KUBE_SWAP_CONFORMANCE_CACHE``), keyed by the sources, the build flags, the toolchain
+with ``$KSC_CACHE_DIR``, as every cache of the suite), keyed by the sources, the build flags, the toolchain
 versions and the archive writer, so a second run compiles nothing. The stress image tag is the
 first 12 hex digits of that key: a changed program can never hide behind an image the node
 already has under the same name.
@@ -63,10 +63,9 @@ class StressBinaries:
 
 
 def default_cache_dir() -> Path:
-    if env := os.environ.get("KUBE_SWAP_CONFORMANCE_CACHE"):
-        return Path(env) / "images"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "kube-swap-conformance" / "images"
+    from clusters.vm.paths import cache_root  # one root for every cache of the suite
+
+    return cache_root() / "images"
 
 
 def _source_files(src: Path) -> list[Path]:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ["write_image_archive", "MEDIA_TYPE_MANIFEST", "MEDIA_TYPE_INDEX"]
+__all__ = ["write_image_archive", "write_tree_image_archive", "MEDIA_TYPE_MANIFEST", "MEDIA_TYPE_INDEX"]
 
 MEDIA_TYPE_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_TYPE_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -184,6 +184,7 @@ def _config(
     entrypoint: list[str] | None,
     cmd: list[str] | None,
     env: Mapping[str, str] | None,
+    stop_signal: str | None = None,
 ) -> dict[str, object]:
     env = dict(env or {})
     env_list = [] if "PATH" in env else [DEFAULT_PATH]
@@ -193,6 +194,8 @@ def _config(
         run_config["Entrypoint"] = list(entrypoint)
     if cmd is not None:
         run_config["Cmd"] = list(cmd)
+    if stop_signal is not None:
+        run_config["StopSignal"] = stop_signal
     return {
         "architecture": arch,
         "os": "linux",
@@ -300,3 +303,110 @@ def write_image_archive(
     archive = _build_tar(_outer_members([config, layer, manifest], index, docker_manifest))
     _write_atomically(Path(archive_path), archive)
     return manifest.digest
+
+
+# --- an image from a directory tree (a whole rootfs), streamed through temporary files --------
+
+class _HashingWriter(io.RawIOBase):
+    """A write-only file that hashes and counts what passes through it to ``target``."""
+
+    def __init__(self, target: io.BufferedWriter):
+        self.target = target
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        self.target.write(data)
+        self.sha.update(data)
+        self.size += len(data)
+        return len(data)
+
+
+# Mount points the runtime provides: their contents never belong in an image.
+_RUNTIME_DIRS = ("dev", "proc", "sys", "run", "tmp")
+
+
+def _tree_filter(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    top, _, rest = info.name.partition("/")
+    if top in _RUNTIME_DIRS and rest:
+        return None
+    if info.isdev() or info.isfifo():
+        return None
+    info.mtime = 0  # the same tree gives the same layer digest
+    info.uname = info.gname = ""
+    return info
+
+
+def write_tree_image_archive(
+    archive_path: Path,
+    ref: str,
+    tree: Path,
+    *,
+    entrypoint: list[str] | None = None,
+    cmd: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    stop_signal: str | None = None,
+    arch: str = "amd64",
+) -> str:
+    """Write a one-layer image archive whose layer is the directory ``tree`` as it is on disk
+    (modes, owners, symlinks and hardlinks kept; device nodes and the contents of /dev, /proc,
+    /sys, /run and /tmp left out); return the manifest digest.
+
+    The archive has the same two faces as :func:`write_image_archive` (OCI layout and
+    ``docker save``), so ``docker load`` and ``ctr images import`` both take it. Nothing is
+    held in memory: the layer is streamed to a temporary file next to ``archive_path``.
+    """
+    if "@" in ref or ":" not in ref.rsplit("/", 1)[-1]:
+        raise ValueError(f"ref must be name:tag without a digest, got {ref!r}")
+    archive_path = Path(archive_path)
+    archive_path.parent.mkdir(parents=True, exist_ok=True)
+    layer_fd, layer_tmp = tempfile.mkstemp(dir=archive_path.parent, prefix=".layer.", suffix=".tmp")
+    out_fd, out_tmp = tempfile.mkstemp(dir=archive_path.parent, prefix=f".{archive_path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(layer_fd, "wb") as raw:
+            hashing = _HashingWriter(raw)
+            with tarfile.open(fileobj=hashing, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                for child in sorted(Path(tree).iterdir()):
+                    tar.add(child, arcname=child.name, filter=_tree_filter)
+        layer_digest, layer_size = "sha256:" + hashing.sha.hexdigest(), hashing.size
+        config = _blob(_canonical_json(_config(layer_digest, arch=arch, entrypoint=entrypoint, cmd=cmd, env=env,
+                                               stop_signal=stop_signal)))
+        layer_descriptor = {"mediaType": MEDIA_TYPE_LAYER, "digest": layer_digest, "size": layer_size}
+        manifest = _blob(_canonical_json({
+            "schemaVersion": 2,
+            "mediaType": MEDIA_TYPE_MANIFEST,
+            "config": config.descriptor(MEDIA_TYPE_CONFIG),
+            "layers": [layer_descriptor],
+        }))
+        layer_path = f"blobs/sha256/{layer_digest.split(':', 1)[1]}"
+        index = _canonical_json({
+            "schemaVersion": 2,
+            "mediaType": MEDIA_TYPE_INDEX,
+            "manifests": [manifest.descriptor(
+                MEDIA_TYPE_MANIFEST,
+                annotations={ANNOTATION_CONTAINERD_NAME: ref, ANNOTATION_REF_NAME: ref},
+                platform={"architecture": arch, "os": "linux"},
+            )],
+        })
+        docker_manifest = _canonical_json([{"Config": config.archive_path, "RepoTags": [ref], "Layers": [layer_path]}])
+        small = {config.archive_path: config.data, manifest.archive_path: manifest.data, "index.json": index,
+                 "manifest.json": docker_manifest, "oci-layout": _canonical_json({"imageLayoutVersion": "1.0.0"})}
+        with os.fdopen(out_fd, "wb") as out, tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for d in ("blobs", "blobs/sha256"):
+                tar.addfile(_tar_info(d, mode=_DIR_MODE, directory=True))
+            for name in sorted([*small, layer_path]):
+                if name == layer_path:
+                    with open(layer_tmp, "rb") as layer:
+                        tar.addfile(_tar_info(name, mode=_FILE_MODE, size=layer_size), layer)
+                else:
+                    tar.addfile(_tar_info(name, mode=_FILE_MODE, size=len(small[name])), io.BytesIO(small[name]))
+        os.chmod(out_tmp, 0o644)
+        os.replace(out_tmp, archive_path)
+    finally:
+        Path(layer_tmp).unlink(missing_ok=True)
+        Path(out_tmp).unlink(missing_ok=True)
+    return manifest.digest
+
