@@ -9,22 +9,39 @@ controller process deletes them, at the very end, and only those this run create
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import os
 import shutil
+import signal
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from clusters import behaviors as swap_behaviors
-from clusters import shared
+from clusters import progress, shared
 from clusters.preflight import PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
+from e2e import gate, verdict
 from e2e.gate import could_not_test
 
 PROVIDERS = ("kind", "existing", "vm")
 RUN_DIR_KEY = "ksc_run_dir"
+RUN_START_KEY = "ksc_run_start"
+
+
+def _positive_mib(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MiB") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of MiB, got {value}")
+    return value
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +57,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--stress-image", default=None,
                     help="existing: ref of the suite's workload image, already present on the nodes")
     group.addoption("--kind-bin", default="kind", help="kind: the kind binary (default: kind on PATH)")
+    group.addoption("--kind-config-patch", default=os.environ.get("KSC_KIND_CONFIG_PATCH") or None,
+                    help="kind: a host profile appended to every cluster's kind config, e.g."
+                         " clusters/kind/profiles/emulated-host.yaml (default: $KSC_KIND_CONFIG_PATCH);"
+                         " it may not touch the kubelet configuration")
+    group.addoption("--one-cluster-at-a-time", action="store_true",
+                    default=os.environ.get("KSC_KIND_ONE_CLUSTER") == "1",
+                    help="kind: a behavior's cluster is created only when every test of the behaviors before it"
+                         " has finished, and their clusters are deleted first (for a host that cannot run two;"
+                         " default: $KSC_KIND_ONE_CLUSTER=1)")
     group.addoption("--keep-clusters", action="store_true", help="do not delete clusters/VMs at the end")
     group.addoption("--reuse-clusters", action="store_true",
                     help="use an existing suite cluster/VM of the right name instead of failing")
@@ -49,10 +75,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="vm: Kubernetes version (a tag on the Go module proxy) to build the node from")
     group.addoption("--vm-kernel", choices=("6.12", "6.1"), default="6.12",
                     help="vm: guest kernel: 6.12 (bookworm-backports, has tmpfs noswap) or 6.1 (has not)")
-    group.addoption("--vm-memory", type=int, default=4096, help="vm: guest memory in MiB")
-    group.addoption("--vm-swap", type=int, default=2048, help="vm: guest swap file in MiB")
+    group.addoption("--vm-memory", type=_positive_mib, default=4096, help="vm: guest memory in MiB")
+    group.addoption("--vm-swap", type=_positive_mib, default=2048, help="vm: guest swap file in MiB")
     group.addoption("--gate", action="store_true",
-                    help="release gate: a behavior or prerequisite that could not be tested fails the run")
+                    help="release gate: the run fails unless every required behavior had all its core checks"
+                         " (cgroup limits, memory-backed volumes, stress outcomes, metrics) pass; a skip counts"
+                         " as not tested")
+    group.addoption("--gate-behaviors", default=None,
+                    help="behaviors the gate requires (default NoSwap,LimitedSwap, plus WorkloadControlledSwap"
+                         " where the provider can offer it)")
 
 
 # --- configuration -----------------------------------------------------------------------------
@@ -79,25 +110,108 @@ def _kubeconfig(config: pytest.Config) -> str:
     return path
 
 
+def _sigterm_is_ctrl_c() -> None:
+    """SIGTERM (what CI sends on cancel) takes the Ctrl-C path: pytest stops, and the
+    controller's teardown deletes what the run created."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _gate_behaviors(config: pytest.Config) -> list[str] | None:
+    text = config.getoption("gate_behaviors")
+    if text is None:
+        return None
+    try:
+        return swap_behaviors.parse_list(text)
+    except swap_behaviors.UnknownBehaviorError as error:
+        raise pytest.UsageError(f"--gate-behaviors: {error}") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _sigterm_is_ctrl_c()
     config.stash[_behaviors_key] = _selected_behaviors(config)
+    config.stash[_gate_required_key] = _gate_behaviors(config)
+    config.stash[_phases_key] = []
+    config.stash[gate.REQUIRED_KEY] = functools.cache(lambda: _required_behaviors(config))
+    if not _is_worker(config):
+        config.pluginmanager.register(_ResultRecorder(config.stash[_phases_key]), "ksc-result-recorder")
     if config.getoption("provider") == "existing":
         _kubeconfig(config)
+    if config.getoption("provider") == "kind":
+        _kind_settings(config)
     if _is_worker(config):
         run_dir = Path(config.workerinput[RUN_DIR_KEY])
+        config.stash[_run_start_key] = float(config.workerinput[RUN_START_KEY])
     else:
         run_dir = Path(tempfile.mkdtemp(prefix="ksc-run-"))
+        config.stash[_run_start_key] = time.time()
     config.stash[_run_dir_key] = run_dir
+    config.pluginmanager.register(_FinishedRecorder(run_dir), "ksc-finished-recorder")
     if not _is_worker(config) and config.getoption("cleanup_leaked"):
         _cleanup_leaked(config)
 
 
+def _kind_settings(config: pytest.Config) -> None:
+    """Bad kind-only input (a host profile, the API server port map) is a usage error, once."""
+    from clusters import kind_config
+    from clusters.kind_provider import api_ports_from_env
+
+    patch = config.getoption("kind_config_patch")
+    try:
+        if patch:
+            kind_config.load_patch(Path(patch))
+        api_ports_from_env()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
 def pytest_configure_node(node) -> None:  # pytest-xdist: hand every worker the run directory
     node.workerinput[RUN_DIR_KEY] = str(node.config.stash[_run_dir_key])
+    node.workerinput[RUN_START_KEY] = node.config.stash[_run_start_key]
+
+
+def progress_for(config: pytest.Config, source: str) -> progress.Progress:
+    """Lines the user sees live in the terminal, from whichever process of the run writes them:
+    an xdist worker's reach the terminal through the controller (which follows the run's
+    progress file); without xdist the process shows its own, past pytest's output capture."""
+    show = None if _is_worker(config) or _uses_xdist(config) else lambda line: _show_past_capture(config, line)
+    return progress.writer(config.stash[_run_dir_key], source, config.stash[_run_start_key], show)
+
+
+def _uses_xdist(config: pytest.Config) -> bool:
+    return config.pluginmanager.has_plugin("dsession")
+
+
+def _show(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    # xdist's progress characters leave the line open; start a new one first
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(f"kube-swap-conformance {line}")
+
+
+def _show_past_capture(config: pytest.Config, line: str) -> None:
+    """Cluster creation runs inside a fixture, where pytest captures output: show the line the
+    way pytest's live logging does."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if capture is None:
+        _show(config, line)
+        return
+    with capture.global_and_fixture_disabled():
+        _show(config, line)
 
 
 _behaviors_key = pytest.StashKey[list]()
+_gate_required_key = pytest.StashKey["list[str] | None"]()
+_phases_key = pytest.StashKey[list]()
 _run_dir_key = pytest.StashKey[Path]()
+_run_start_key = pytest.StashKey[float]()
+_follower_key = pytest.StashKey[progress.Follower]()
 _provider_key = pytest.StashKey[Provider]()
 
 
@@ -109,8 +223,11 @@ def make_provider(config: pytest.Config) -> Provider:
     if name == "kind":
         from clusters.kind_provider import KindProvider
 
+        patch = config.getoption("kind_config_patch")
         provider: Provider = KindProvider(
-            config.getoption("kind_bin"), config.getoption("node_image"), run_dir, config.getoption("reuse_clusters")
+            config.getoption("kind_bin"), config.getoption("node_image"), run_dir, config.getoption("reuse_clusters"),
+            config_patch=Path(patch) if patch else None, progress=progress_for(config, "kind"),
+            one_at_a_time=config.getoption("one_cluster_at_a_time"), behaviors=config.stash[_behaviors_key],
         )
     elif name == "existing":
         from clusters.existing import ExistingProvider
@@ -119,7 +236,7 @@ def make_provider(config: pytest.Config) -> Provider:
     else:
         from clusters.vm_provider import VmProvider
 
-        provider = VmProvider.from_pytest_config(config, run_dir)
+        provider = VmProvider.from_pytest_config(config, run_dir, progress_for(config, "vm"))
     config.stash[_provider_key] = provider
     return provider
 
@@ -128,12 +245,24 @@ def _cleanup_leaked(config: pytest.Config) -> None:
     provider = make_provider(config)
     leaked = getattr(provider, "leaked", None)
     if leaked is None:
-        return
+        raise pytest.UsageError(f"--cleanup-leaked: the {provider.name} provider creates no clusters to clean up")
+    from clusters.kind_provider import KindError
+
+    try:
+        messages = [provider.delete(name) for name in leaked()]  # type: ignore[attr-defined]
+    except KindError as error:
+        raise pytest.UsageError(f"--cleanup-leaked could not list or delete suite clusters: {error}") from None
+    _say(config, *(messages or ["--cleanup-leaked: no leaked suite cluster (ksc-noswap, ksc-limitedswap,"
+                                " ksc-workloadcontrolledswap) found"]))
+
+
+def _say(config: pytest.Config, *lines: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    for name in leaked():
-        provider.delete(name)  # type: ignore[attr-defined]
-        if reporter:
-            reporter.write_line(f"kube-swap-conformance: deleted leaked cluster {name}")
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(f"kube-swap-conformance: {line}")
+        else:
+            print(f"kube-swap-conformance: {line}", file=sys.stderr, flush=True)
 
 
 # --- fixtures ----------------------------------------------------------------------------------
@@ -164,20 +293,52 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # One behavior after another: a node that switches behavior in place (vm) switches once
     # per behavior, and a failure report reads by behavior. The sort is stable within one.
     items.sort(key=_behavior_of)
+    run_dir = config.stash[_run_dir_key]
+    for index, behavior in enumerate(swap_behaviors.ALL_BEHAVIORS):
+        shared.record_tests(run_dir, behavior, [i.nodeid for i in items if _behavior_of(i) == index])
+    # Tests that share one expensive deployment per behavior (the 12 pod shapes) run on one
+    # xdist worker, so each behavior's shapes are deployed once, not once per worker.
+    for item in items:
+        group = item.get_closest_marker("shared_deployment")
+        if group and _behavior_of(item) >= 0:
+            behavior = swap_behaviors.ALL_BEHAVIORS[_behavior_of(item)]
+            item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{behavior}"))
+
+
+@pytest.hookimpl(trylast=True)
+class _FinishedRecorder:
+    """Which tests are done, in every process of the run, for one-cluster-at-a-time."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple) -> None:
+        shared.record_finished(self.run_dir, nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # pragma: no cover - only with -n
+    """The default distribution honours the xdist_group marks above (``--dist loadgroup``)."""
+    if config.getoption("dist") == "load":
+        from xdist.scheduler import LoadGroupScheduling
+
+        return LoadGroupScheduling(config, log)
+    return None
 
 
 @pytest.fixture(scope="session")
 def swap_provider(pytestconfig: pytest.Config) -> Provider:
     provider = make_provider(pytestconfig)
     run_dir = pytestconfig.stash[_run_dir_key]
+    behaviors = pytestconfig.stash[_behaviors_key]
     try:
-        shared.get_or_create(run_dir, "preflight", lambda: provider.preflight(pytestconfig.stash[_behaviors_key]) or {})
+        shared.get_or_create(run_dir, "preflight", lambda: provider.preflight(behaviors) or {})
     except (PreflightError, shared.SharedCreationError) as error:
         if not _is_worker(pytestconfig):
             pytest.exit(str(error), returncode=3)  # one message, not one per test
         # pytest.exit inside an xdist worker is an INTERNALERROR: fail the test plainly; the
         # controller prints the message once and exits 3 (pytest_sessionfinish).
         pytest.fail(str(error).split(": ", 1)[-1] if isinstance(error, shared.SharedCreationError) else str(error), pytrace=False)
+    shared.get_or_create(run_dir, "prepared", lambda: provider.prepare(behaviors) or {})
     return provider
 
 
@@ -188,7 +349,7 @@ def _record_coverage(config: pytest.Config, behavior: str, covered: str | None, 
 
 def _not_covered(config: pytest.Config, behavior: str, reason: str) -> None:
     _record_coverage(config, behavior, None, reason)
-    could_not_test(config, f"{behavior} not covered: {reason}")
+    could_not_test(config, f"{behavior} not covered: {reason}", behavior)
 
 
 def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
@@ -197,6 +358,7 @@ def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
     Called for every test: providers cache their nodes, and a node that switches behavior in
     place (vm) is switched back here if an earlier test needed another behavior."""
     config = request.config
+    request.node.user_properties.append((verdict.BEHAVIOR_PROPERTY, behavior))  # the report knows its behavior
     if behavior not in config.stash[_behaviors_key]:
         pytest.skip(f"{behavior} not selected (--behaviors {config.getoption('behaviors')})")
     provider: Provider = request.getfixturevalue("swap_provider")
@@ -207,6 +369,13 @@ def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
         node = provider.node_for(behavior)
     except NotCoveredError as error:
         _not_covered(config, behavior, error.reason)
+    except shared.SharedCreationError as error:
+        # The full output went to the terminal once, as progress; each test says what and why.
+        lines = str(error).strip().splitlines()
+        pytest.fail(f"no {behavior} node: {lines[0]}" + (f" ... {lines[-1].strip()}" if len(lines) > 1 else ""),
+                    pytrace=False)
+    except Exception as error:  # noqa: BLE001 - a provider's failure (kind, qemu, the API): its message, no traceback
+        pytest.fail(f"no {behavior} node: {type(error).__name__}: {error}", pytrace=False)
     _record_coverage(config, behavior, node.describe(), None)
     _skip_if_too_old(request, node)
     return node
@@ -242,48 +411,138 @@ def workload_controlled_swap_node(request: pytest.FixtureRequest) -> SwapNode:
     return node_running(request, swap_behaviors.WORKLOAD_CONTROLLED_SWAP)
 
 
-# --- end of run: teardown (controller only) and the coverage report ----------------------------
+# --- end of run: results, the gate, teardown (controller only) and the coverage report --------
 
+class _ResultRecorder:
+    """Every phase of every test with the behavior it ran on (on the controller, xdist hands
+    over the workers' reports, user properties included)."""
+
+    def __init__(self, phases: list):
+        self.phases = phases
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        behavior = dict(report.user_properties).get(verdict.BEHAVIOR_PROPERTY, "")
+        reason = ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        self.phases.append((report.nodeid, behavior, report.when, report.outcome, reason))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if _is_worker(config) or not _uses_xdist(config):
+        return  # without xdist every process shows its own progress (progress_for)
+    config.stash[_follower_key] = progress.Follower(config.stash[_run_dir_key],
+                                                    lambda line: _show(config, line)).start()
+
+
+def _stop_progress(config: pytest.Config) -> None:
+    follower = config.stash.get(_follower_key, None)
+    if follower is not None:
+        follower.stop()
+
+
+def _results(config: pytest.Config) -> list[verdict.Result]:
+    return verdict.final_results(config.stash.get(_phases_key, []))
+
+
+def _required_behaviors(config: pytest.Config) -> list[str]:
+    required = config.stash.get(_gate_required_key, None)
+    if required is not None:
+        return required
+    required = list(verdict.DEFAULT_REQUIRED)
+    try:
+        if make_provider(config).coverage([swap_behaviors.WORKLOAD_CONTROLLED_SWAP])[swap_behaviors.WORKLOAD_CONTROLLED_SWAP] is None:
+            required.append(swap_behaviors.WORKLOAD_CONTROLLED_SWAP)
+    except Exception:  # noqa: BLE001 - a provider that cannot say: not required, and the summary says why
+        pass
+    return required
+
+
+# trylast: after pytest-xdist's own sessionfinish has stopped (or killed) the workers, so no
+# worker is still creating a cluster while the controller deletes them.
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if _is_worker(config):
         return
+    try:
+        _finish(session, config)
+    finally:
+        _stop_progress(config)  # after teardown's own lines
+
+
+def _finish(session: pytest.Session, config: pytest.Config) -> None:
     run_dir = config.stash[_run_dir_key]
     preflight = shared.recorded_error(run_dir, "preflight")
     if preflight:
         config.stash[_teardown_key] = [preflight]
         session.exitstatus = 3
+    elif config.getoption("gate"):
+        required = gate.required_behaviors(config)
+        problems = verdict.gate_problems(_results(config), required)
+        config.stash[_gate_key] = (required, problems)
+        if problems and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     created = shared.created(run_dir)
     if not created:
         return
     if config.getoption("keep_clusters"):
-        config.stash[_teardown_key] = config.stash.get(_teardown_key, []) + [f"kept {e['provider']} {e['cluster']} (--keep-clusters)" for e in created]
+        config.stash[_teardown_key] = config.stash.get(_teardown_key, []) + [_kept(run_dir, e) for e in created]
         return
     config.stash[_teardown_key] = config.stash.get(_teardown_key, []) + make_provider(config).teardown(created)
 
 
+def _kept(run_dir: Path, entry: dict) -> str:
+    cluster = entry["cluster"]
+    if shared.recorded_ok(run_dir, f"deleted-{cluster}"):
+        return f"deleted kind cluster {cluster} when the next behavior's turn came (one cluster at a time)"
+    how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
+           else "stop it with `python -m clusters.vm down`")
+    return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"
+
+
 _teardown_key = pytest.StashKey[list]()
+_gate_key = pytest.StashKey[tuple]()
+
+
+def _coverage_records(config: pytest.Config) -> tuple[dict[str, str], dict[str, str]]:
+    """(behavior -> node it ran on, behavior -> why not covered), as the fixtures recorded them."""
+    nodes, not_covered = {}, {}
+    for behavior in swap_behaviors.ALL_BEHAVIORS:
+        path = config.stash[_run_dir_key] / f"coverage-{behavior}.json"
+        if path.exists():
+            record = json.loads(path.read_text())
+            if record["node"]:
+                nodes[behavior] = record["node"]
+            else:
+                not_covered[behavior] = record["reason"]
+    return nodes, not_covered
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if _is_worker(config):
         return
-    run_dir = config.stash[_run_dir_key]
-    lines = []
-    for behavior in config.stash[_behaviors_key]:
-        path = run_dir / f"coverage-{behavior}.json"
-        if path.exists():
-            record = json.loads(path.read_text())
-            lines.append(f"{behavior}: " + (f"tested on {record['node']}" if record["node"] else f"NOT COVERED: {record['reason']}"))
+    results = _results(config)
     teardown = config.stash.get(_teardown_key, [])
-    if lines or teardown:
-        terminalreporter.section("swap coverage")
-        for line in lines + teardown:
-            terminalreporter.write_line(line)
+    gate = config.stash.get(_gate_key, None)
+    if not (results or teardown or gate):
+        return
+    nodes, not_covered = _coverage_records(config)
+    terminalreporter.section("swap coverage")
+    for line in verdict.summary_lines(results, config.stash[_behaviors_key], nodes, not_covered) + teardown:
+        terminalreporter.write_line(line)
+    if gate:
+        required, problems = gate
+        terminalreporter.section("release gate", red=bool(problems), green=not problems)
+        terminalreporter.write_line(f"required: {', '.join(required)}; core checks: {', '.join(verdict.CORE_CHECKS)}")
+        for line in problems or ["PASSED: every core check of every required behavior ran and passed"]:
+            terminalreporter.write_line(("FAILED " if problems else "") + line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    # The run directory holds kubeconfigs of kept clusters; otherwise it goes with the run.
-    if _is_worker(config) or _run_dir_key not in config.stash or config.getoption("keep_clusters"):
+    # Nothing in the run directory outlives the run: --reuse-clusters finds kind clusters by
+    # name (`kind get kubeconfig`) and the vm node by its state directory in the cache.
+    if _is_worker(config) or _run_dir_key not in config.stash:
         return
     shutil.rmtree(config.stash[_run_dir_key], ignore_errors=True)

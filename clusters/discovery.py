@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 from typing import Any
-
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from clusters.behaviors import UnknownBehaviorError, normalize
 from clusters.provider import SwapNode
@@ -15,51 +15,106 @@ class DiscoveryError(RuntimeError):
     pass
 
 
-def api_client(kubeconfig: str) -> Any:
-    from kubernetes import config
+def _check_kubeconfig(kubeconfig: str) -> None:
+    """A readable YAML mapping with clusters, contexts and users, or one clear error."""
+    import yaml
 
     try:
-        return config.new_client_from_config(config_file=kubeconfig)
+        loaded = yaml.safe_load(Path(kubeconfig).read_text())
+    except OSError as error:
+        raise DiscoveryError(f"cannot read kubeconfig {kubeconfig}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise DiscoveryError(f"kubeconfig {kubeconfig} is not valid YAML: {str(error).splitlines()[0]}") from None
+    if not isinstance(loaded, dict) or not all(loaded.get(k) for k in ("clusters", "contexts", "users")):
+        shape = type(loaded).__name__ if not isinstance(loaded, dict) else f"a mapping of {sorted(loaded)}"
+        raise DiscoveryError(f"{kubeconfig} is not a kubeconfig: expected a mapping with clusters, contexts and"
+                             f" users, found {shape}")
+
+
+# Every request of every client: an API server that stops answering (etcd stalled on an
+# overloaded host, seen for real) fails the call instead of hanging the run. Calls that know
+# better pass their own _request_timeout.
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 120.0
+
+
+def api_client(kubeconfig: str, retries: bool = True) -> Any:
+    """An API client for the kubeconfig, with bounded connect and read timeouts on every request.
+    ``retries=False`` turns off urllib3's hidden retries (three per request by default), so a
+    caller's time budget is the real one."""
+    from kubernetes import client, config
+
+    _check_kubeconfig(kubeconfig)
+    configuration = client.Configuration()
+    if not retries:
+        configuration.retries = False
+    try:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     except Exception as error:  # the client raises several types for a bad file
         raise DiscoveryError(f"cannot load kubeconfig {kubeconfig}: {error}") from error
+    api = client.ApiClient(configuration)
+    # The client hands urllib3 an explicit timeout=None when a call names none (no pool default
+    # survives that), so the default goes in at its request().
+    rest = api.rest_client
+    plain_request = rest.request
+
+    def request(method: str, url: str, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return plain_request(method, url, *args, _request_timeout=_request_timeout or (CONNECT_TIMEOUT, READ_TIMEOUT),
+                             **kwargs)
+
+    rest.request = request
+    return api
 
 
-def _get_json(api: Any, path: str) -> Any:
+def _server(api: Any) -> str:
+    return getattr(api.configuration, "host", "?")
+
+
+def _get_json(api: Any, path: str, timeout: tuple[float, float]) -> Any:
     """GET a node list or a node proxy path and decode the body ourselves: the typed client turns
     proxy bodies into Python reprs, and its call_api signature changed in v37."""
     from kubernetes import client
 
     core = client.CoreV1Api(api)
     if path == "/api/v1/nodes":
-        response = core.list_node(_preload_content=False, _request_timeout=30)
+        response = core.list_node(_preload_content=False, _request_timeout=timeout)
     else:
         node, _, rest = path.removeprefix("/api/v1/nodes/").partition("/proxy/")
-        response = core.connect_get_node_proxy_with_path(node, rest, _preload_content=False, _request_timeout=30)
-    return json.loads(response.data)
-
-
-def _retrying(seconds: float) -> Retrying:
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
-
-    return Retrying(
-        stop=stop_after_delay(seconds),
-        wait=wait_fixed(2),
-        retry=retry_if_exception_type((ApiException, HTTPError, OSError)),
-        reraise=False,
-    )
+        response = core.connect_get_node_proxy_with_path(node, rest, _preload_content=False, _request_timeout=timeout)
+    try:
+        return json.loads(response.data)
+    except ValueError:
+        kind = response.headers.get("Content-Type", "no content type") if response.headers else "no content type"
+        raise DiscoveryError(
+            f"{_server(api)} answered {path} with {kind}, not JSON ({response.data[:60]!r}...): it is not a"
+            " Kubernetes API server; check the server address in the kubeconfig") from None
 
 
 def get_json(api: Any, path: str, what: str, seconds: float = 60) -> Any:
-    """GET with bounded retries; on give-up, say what was asked for and the last error."""
-    try:
-        for attempt in _retrying(seconds):
-            with attempt:
-                return _get_json(api, path)
-    except RetryError as error:
-        last = error.last_attempt.exception()
-        raise DiscoveryError(f"gave up after {seconds:.0f}s waiting for {what} ({path}): {last}") from last
-    raise AssertionError("unreachable")
+    """GET within ``seconds`` in all: each attempt's connect and read timeouts are cut to the time
+    left, failed attempts are retried until then, and the error says how long it really took."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    start = time.monotonic()
+    deadline = start + seconds
+    last: Exception | None = None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0.5:
+            break
+        try:
+            return _get_json(api, path, (min(5.0, left), min(30.0, left)))
+        except (ApiException, HTTPError, OSError) as error:
+            last = error
+        time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+    raise DiscoveryError(f"gave up after {time.monotonic() - start:.0f}s waiting for {what} ({path} on"
+                         f" {_server(api)}): {_brief(last)}")
+
+
+def _brief(error: Exception | None) -> str:
+    text = str(error) if error is not None else "no attempt finished"
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def kubelet_config(api: Any, node: str, seconds: float = 60) -> dict[str, Any]:
@@ -71,6 +126,17 @@ def _quantity(value: str | None) -> int:
     from kubernetes.utils import parse_quantity
 
     return int(parse_quantity(value)) if value else 0
+
+
+def swap_total_from_summary(summary: dict[str, Any]) -> int | None:
+    """The node's SwapTotal as the kubelet's /stats/summary gives it, for kubelets before 1.33
+    (no nodeInfo.swap). cAdvisor reports the node's swap limit as SwapTotal and
+    swapAvailableBytes = limit - usage (pkg/kubelet/stats cadvisorInfoToSwapStats), so their
+    sum is SwapTotal, on a host and on a kind node alike. None when the summary has no swap."""
+    swap = (summary.get("node") or {}).get("swap") or {}
+    if "swapAvailableBytes" not in swap or "swapUsageBytes" not in swap:
+        return None
+    return int(swap["swapAvailableBytes"]) + int(swap["swapUsageBytes"])
 
 
 def _schedulable(node: dict[str, Any], single: bool) -> bool:
@@ -92,7 +158,7 @@ def discover(
     kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None, seconds: float = 60
 ) -> list[SwapNode]:
     """Every Ready, schedulable node in the cluster, with the behavior its kubelet really runs."""
-    api = api_client(kubeconfig)
+    api = api_client(kubeconfig, retries=False)
     nodes = get_json(api, "/api/v1/nodes", f"the node list of {cluster}", seconds)["items"]
     found = []
     for node in nodes:
@@ -108,6 +174,9 @@ def discover(
         status = node.get("status") or {}
         info = status.get("nodeInfo") or {}
         swap = (info.get("swap") or {}).get("capacity")
+        if swap is None:  # kubelets before 1.33 do not publish it
+            swap = swap_total_from_summary(get_json(api, f"/api/v1/nodes/{name}/proxy/stats/summary",
+                                                    f"node {name}'s /stats/summary", seconds))
         found.append(
             SwapNode(
                 behavior=behavior,

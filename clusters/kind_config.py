@@ -18,7 +18,7 @@ CLUSTER_PREFIX = "ksc-"
 # be on (beta, default on since 1.30; default off in 1.28-1.29).
 NODE_SWAP_GATE_LOCKED_SINCE = (1, 34)
 
-_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.-]+)?")
 
 
 def cluster_name(behavior: str) -> str:
@@ -35,7 +35,8 @@ def load(behavior: str) -> dict[str, Any]:
 
 
 def image_version(node_image: str | None) -> tuple[int, int, int] | None:
-    """The Kubernetes version in a kindest/node-style image tag, e.g. kindest/node:v1.33.1@sha256:..."""
+    """The Kubernetes version in a kindest/node-style image tag, e.g. kindest/node:v1.33.1@sha256:...
+    (a suffix such as the local node image's ``v1.37.1-<content key>`` is allowed)."""
     if not node_image:
         return None
     tag = node_image.split("@", 1)[0].rsplit("/", 1)[-1]
@@ -52,12 +53,47 @@ def needs_node_swap_gate(version: tuple[int, ...] | None) -> bool:
     return version is not None and tuple(version[:2]) < NODE_SWAP_GATE_LOCKED_SINCE
 
 
-def render(behavior: str, node_image: str | None = None) -> dict[str, Any]:
-    """The config to hand kind: the static file for the behavior, adapted to the node image."""
+PROFILES_DIR = CONFIG_DIR / "profiles"
+# What the suite tests: a host profile may set anything else, never these.
+_PROTECTED_KINDS = ("KubeletConfiguration",)
+
+
+class ConfigPatchError(ValueError):
+    pass
+
+
+def load_patch(path: Path) -> dict[str, Any]:
+    """A host profile (kind config fragment) to append to every cluster's config, checked."""
+    try:
+        patch = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigPatchError(f"kind config patch {path}: {error}") from None
+    allowed = {"kubeadmConfigPatches", "kubeadmConfigPatchesJSON6902", "containerdConfigPatches"}
+    if not isinstance(patch, dict) or not patch or set(patch) - allowed:
+        raise ConfigPatchError(f"kind config patch {path}: a mapping of only {sorted(allowed)}"
+                               f" is accepted, got {sorted(patch) if isinstance(patch, dict) else type(patch).__name__}")
+    texts = [str(p) for p in patch.get("kubeadmConfigPatches") or []]
+    texts += [f"{p.get('kind')}" for p in patch.get("kubeadmConfigPatchesJSON6902") or [] if isinstance(p, dict)]
+    for kind in _PROTECTED_KINDS:
+        if any(kind in text for text in texts):
+            raise ConfigPatchError(f"kind config patch {path} touches the {kind}: the swap settings under"
+                                   " test come from the committed per-behavior configs only")
+    return patch
+
+
+def render(behavior: str, node_image: str | None = None, api_server_port: int | None = None,
+           patch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config to hand kind: the static file for the behavior, adapted to the node image, to
+    the port forwarded for this cluster's API server when the Docker host is another machine,
+    and with a host profile's patches (see :func:`load_patch`) appended."""
     config = load(behavior)
     config["name"] = cluster_name(behavior)
     if needs_node_swap_gate(image_version(node_image)):
         config.setdefault("featureGates", {})["NodeSwap"] = True
+    if api_server_port is not None:
+        config.setdefault("networking", {})["apiServerPort"] = api_server_port
+    for key, items in (patch or {}).items():
+        config[key] = list(config.get(key) or []) + list(items)
     return config
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,10 +16,13 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 from clusters import kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import discover, summary
+from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
-from clusters.shared import get_or_create, record_created
+from clusters.shared import created, get_or_create, record_created, recorded_ok, unfinished
 
 CREATE_WAIT = "5m"
+CREATE_SECONDS = 1800  # kind create as a whole; under emulation kubeadm alone may take 20 minutes
+ROOM_SECONDS = 4 * 3600  # one cluster at a time: how long a behavior may wait for the one before
 NODE_READY_SECONDS = 300
 # KEP-5359 targets alpha in 1.38; no released node image implements it before that.
 WORKLOAD_CONTROLLED_SWAP_SINCE = (1, 38)
@@ -27,27 +32,88 @@ class KindError(RuntimeError):
     pass
 
 
-def run_command(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run a command; on failure raise with the command, exit code and the end of its output."""
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the process that started it dies (an xdist worker killed at
+    the end of an interrupted run must not leave `kind create` running on its own)."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def run_command(argv: Sequence[str], timeout: float, on_line: Progress | None = None) -> subprocess.CompletedProcess:
+    """Run a command, handing each line it writes to stderr (kind's status lines) to ``on_line``
+    as it comes; on failure raise with the command, exit code and the end of its output."""
     try:
-        result = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", preexec_fn=_die_with_parent)
+    except FileNotFoundError as error:
+        raise KindError(f"{argv[0]} is not installed or not on PATH ({preflight.KIND_INSTALL})") from error
+    out: list[str] = []
+    err: list[str] = []
+
+    def pump_stderr() -> None:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            err.append(line)
+            if on_line and line.strip():
+                on_line(line.strip())
+
+    pumps = [threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),  # type: ignore[union-attr]
+             threading.Thread(target=pump_stderr, daemon=True)]
+    for pump in pumps:
+        pump.start()
+    try:
+        returncode = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired as error:
+        proc.kill()
+        proc.wait()
         raise KindError(f"`{' '.join(argv)}` did not finish in {timeout:.0f}s") from error
-    if result.returncode != 0:
-        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
-        raise KindError(f"`{' '.join(argv)}` exited {result.returncode}:\n{tail}")
-    return result
+    except BaseException:  # Ctrl-C, SIGTERM: the command goes with us
+        proc.kill()
+        proc.wait()
+        raise
+    for pump in pumps:
+        pump.join()
+    stdout, stderr = "".join(out), "".join(err)
+    if returncode != 0:
+        tail = "\n".join((stderr or stdout).strip().splitlines()[-15:])
+        raise KindError(f"`{' '.join(argv)}` exited {returncode}:\n{tail}")
+    return subprocess.CompletedProcess(list(argv), returncode, stdout, stderr)
+
+
+# Set when the Docker host is another machine (the kind host VM prints it): the port on this
+# machine's 127.0.0.1 that reaches each cluster's API server there.
+API_PORTS_ENV = "KSC_KIND_API_PORTS"
+
+
+def api_ports_from_env(environ: dict[str, str] | os._Environ = os.environ) -> dict[str, int]:
+    from clusters.vm.kindhost import parse_api_ports
+
+    return parse_api_ports(environ.get(API_PORTS_ENV, ""))
 
 
 class KindProvider(Provider):
     name = "kind"
 
-    def __init__(self, kind_bin: str, node_image: str | None, shared_root: Path, reuse: bool):
+    def __init__(self, kind_bin: str, node_image: str | None, shared_root: Path, reuse: bool,
+                 api_ports: dict[str, int] | None = None, config_patch: Path | None = None,
+                 progress: Progress | None = None, one_at_a_time: bool = False,
+                 behaviors: Sequence[str] = ALL_BEHAVIORS):
+        self.progress: Progress = progress or (lambda message: None)
+        # One cluster at a time: a host that cannot run two (an emulated kind host) gets each
+        # behavior's cluster only after every test of the behaviors before it has finished, and
+        # their clusters go first.
+        self.one_at_a_time = one_at_a_time
+        self.behaviors = [b for b in ALL_BEHAVIORS if b in behaviors]
         self.kind_bin = kind_bin
         self.node_image = node_image
         self.shared_root = shared_root
         self.workdir = shared_root / "kind"
         self.reuse = reuse
+        self.api_ports = api_ports if api_ports is not None else api_ports_from_env()
+        self.config_patch = config_patch
+        self.patch = kind_config.load_patch(config_patch) if config_patch else None
 
     # --- what can be offered -------------------------------------------------------------------
 
@@ -68,9 +134,9 @@ class KindProvider(Provider):
         return None
 
     def preflight(self, behaviors: Sequence[str]) -> None:
-        preflight.require(
-            preflight.kind_host_checks(self.kind_bin, kind_config.image_version(self.node_image), len(behaviors))
-        )
+        clusters = [kind_config.cluster_name(b) for b in behaviors if self._why_not(b) is None]
+        preflight.require(preflight.kind_host_checks(
+            self.kind_bin, kind_config.image_version(self.node_image), clusters, self.node_image, self.api_ports))
 
     # --- clusters -------------------------------------------------------------------------------
 
@@ -86,16 +152,63 @@ class KindProvider(Provider):
         ours = {kind_config.cluster_name(b) for b in ALL_BEHAVIORS}
         return sorted(self.clusters() & ours)
 
-    def delete(self, cluster: str) -> None:
-        self._kind("delete", "cluster", "--name", cluster, timeout=300)
+    def delete(self, cluster: str) -> str:
+        return delete_cluster(self.kind_bin, cluster)
+
+    def prepare(self, behaviors: Sequence[str]) -> None:
+        """Create every selected cluster now, one after another, before any test runs: creation
+        never competes with tests for the CPU. (On a slow host that is the difference between a
+        node's systemd reaching multi-user.target within kind's fixed 30 s and not.)"""
+        for behavior in behaviors:
+            if self._why_not(behavior):
+                continue
+            if self.one_at_a_time and behavior != self._covered()[0]:
+                break  # the others come when their turn does (node_for)
+            try:
+                self.stress_image(self.node_for(behavior))
+            except Exception as error:  # noqa: BLE001 - recorded under the cluster's key: its tests report it
+                self.progress(f"{kind_config.cluster_name(behavior)}: FAILED: {error}")
 
     def node_for(self, behavior: str) -> SwapNode:
         reason = self._why_not(behavior)
         if reason:
             raise NotCoveredError(behavior, reason)
         cluster = kind_config.cluster_name(behavior)
+        if self.one_at_a_time:
+            self._make_room(behavior)
         handle = get_or_create(self.shared_root, cluster, lambda: self._bring_up(behavior, cluster))
         return SwapNode(**handle)
+
+    def _covered(self) -> list[str]:
+        return [b for b in self.behaviors if self._why_not(b) is None]
+
+    def _make_room(self, behavior: str) -> None:
+        """Wait until every test of the behaviors before this one has finished, in any process
+        of the run, then delete their clusters (those this run created)."""
+        import time
+
+        earlier = self._covered()[: self._covered().index(behavior)] if behavior in self._covered() else []
+        cluster = kind_config.cluster_name(behavior)
+        deadline = time.monotonic() + ROOM_SECONDS
+        for before in earlier:
+            said = 0.0
+            while left := unfinished(self.shared_root, before):
+                if time.monotonic() > deadline:
+                    raise KindError(f"{cluster} waited {ROOM_SECONDS}s for {len(left)} {before} tests to finish"
+                                    f" (one cluster at a time), e.g. {left[0]}")
+                if time.monotonic() - said > 60:
+                    self.progress(f"{cluster}: waiting for {len(left)} {before} tests to finish (one cluster at a time)")
+                    said = time.monotonic()
+                time.sleep(2)
+            previous = kind_config.cluster_name(before)
+            ours = any(e.get("cluster") == previous for e in created(self.shared_root))
+            if ours:
+                get_or_create(self.shared_root, f"deleted-{previous}",
+                              lambda p=previous: {"message": self._delete_to_make_room(p, cluster)})
+
+    def _delete_to_make_room(self, previous: str, cluster: str) -> str:
+        self.progress(f"deleting {previous}: its tests are done and {cluster} is next (one cluster at a time)")
+        return delete_cluster(self.kind_bin, previous)
 
     def _bring_up(self, behavior: str, cluster: str) -> dict[str, Any]:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -109,15 +222,20 @@ class KindProvider(Provider):
             kubeconfig.write_text(self._kind("get", "kubeconfig", "--name", cluster).stdout)
         else:
             config_file = self.workdir / f"{cluster}.yaml"
-            config_file.write_text(yaml.safe_dump(kind_config.render(behavior, self.node_image), sort_keys=False))
+            config = kind_config.render(behavior, self.node_image, self.api_ports.get(cluster), self.patch)
+            config_file.write_text(yaml.safe_dump(config, sort_keys=False))
             # Recorded before creating: a half-created cluster is still ours to delete.
             record_created(self.shared_root, {"provider": self.name, "cluster": cluster, "kind_bin": self.kind_bin})
             argv = ["create", "cluster", "--name", cluster, "--config", str(config_file),
                     "--kubeconfig", str(kubeconfig), "--wait", CREATE_WAIT]
             if self.node_image:
                 argv += ["--image", self.node_image]
-            self._kind(*argv, timeout=900)
-        return dataclasses.asdict(self._wait_for_node(behavior, cluster, str(kubeconfig)))
+            self.progress(f"creating {cluster} ({behavior}; image {self.node_image or 'kind default'})")
+            run_command([self.kind_bin, *argv], CREATE_SECONDS, on_line=lambda line: self.progress(f"{cluster}: {line}"))
+        self.progress(f"{cluster}: waiting for a Ready schedulable node running {behavior}")
+        node = self._wait_for_node(behavior, cluster, str(kubeconfig))
+        self.progress(f"{cluster}: {node.describe()}")
+        return dataclasses.asdict(node)
 
     def _wait_for_node(self, behavior: str, cluster: str, kubeconfig: str) -> SwapNode:
         """kind --wait covers the control plane only; the worker may still be joining."""
@@ -126,6 +244,7 @@ class KindProvider(Provider):
         def matching() -> SwapNode | None:
             seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True)
             return next((n for n in seen if n.behavior == behavior), None)
+
 
         node = Retrying(
             stop=stop_after_delay(NODE_READY_SECONDS),
@@ -138,6 +257,11 @@ class KindProvider(Provider):
                 f"gave up after {NODE_READY_SECONDS}s waiting for a Ready schedulable node running"
                 f" {behavior} in {cluster}; last seen: {summary(seen)}"
             )
+        if node.swap_capacity <= 0:
+            # kind nodes share the Docker host's swap: none there means every swap
+            # expectation would be 0, proving nothing.
+            raise KindError(f"node {node.name} of {cluster} reports no swap capacity: the Docker host has no"
+                            f" active swap ({preflight.SWAPFILE_COMMANDS})")
         return node
 
     def stress_image(self, node: SwapNode) -> str:
@@ -147,6 +271,7 @@ class KindProvider(Provider):
             from workloads.image.build import build_stress_image
 
             archive, ref = build_stress_image(self.workdir / "images")
+            self.progress(f"{node.cluster}: loading the workload image {ref}")
             self._kind("load", "image-archive", str(archive), "--name", node.cluster, timeout=600)
             return {"ref": ref}
 
@@ -157,10 +282,35 @@ class KindProvider(Provider):
         for entry in created:
             if entry.get("provider") != self.name:
                 continue
+            kind = entry.get("kind_bin") or self.kind_bin
+            if recorded_ok(self.shared_root, f"deleted-{entry['cluster']}"):
+                messages.append(f"deleted kind cluster {entry['cluster']} (when the next behavior's turn came)")
+                continue
+            self.progress(f"deleting {entry['cluster']}")
             try:
-                run_command([entry.get("kind_bin") or self.kind_bin, "delete", "cluster", "--name", entry["cluster"]], 300)
-                messages.append(f"deleted kind cluster {entry['cluster']}")
+                messages.append(delete_cluster(kind, entry["cluster"]))
             except KindError as error:
                 messages.append(f"FAILED to delete kind cluster {entry['cluster']}: {error}")
         return messages
+
+
+def node_containers(kind_bin: str, cluster: str) -> list[str]:
+    # kind finds a cluster's containers by their cluster label: exact names, no substrings
+    return run_command([kind_bin, "get", "nodes", "--name", cluster], 60).stdout.split()
+
+
+def delete_cluster(kind_bin: str, cluster: str, attempts: int = 3) -> str:
+    """Delete a cluster and make sure no node container of it is left.
+
+    A `kind create` that was interrupted may have a `docker run` of its still completing after
+    the first delete; the check after a short pause catches such a straggler."""
+    import time
+
+    for attempt in range(1, attempts + 1):
+        run_command([kind_bin, "delete", "cluster", "--name", cluster], 300)
+        time.sleep(2)
+        left = node_containers(kind_bin, cluster)
+        if not left:
+            return f"deleted kind cluster {cluster}" + (f" (after {attempt} attempts)" if attempt > 1 else "")
+    raise KindError(f"node containers of {cluster} remain after {attempts} deletes: {', '.join(left)}")
 

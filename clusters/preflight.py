@@ -6,15 +6,18 @@ can be tested for real on this machine and with injected contents for the other 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusters import versions
 from e2e.oracle import kernel_supports_noswap
 
 GiB = 1024**3
@@ -139,24 +142,21 @@ def check_noswap(kernel_release: str, probe: Callable[[], bool | None]) -> Check
         how = "kernel >= 6.4"
     except ValueError:
         result = probe()
-        if result is None:
-            return Check(
-                "tmpfs noswap",
-                False,
-                f"kernel {kernel_release} is older than 6.4 and the noswap probe mount needs root",
-                "run the suite as root once (sudo), or upgrade the kernel to 6.4+",
-            )
+        if result is None:  # informational: the volume tests read support from the nodes
+            return Check("tmpfs noswap", True, f"kernel {kernel_release} is older than 6.4 and could not be"
+                         " probed here (needs root on the Docker host): the tests read noswap support"
+                         " from the nodes' mounts")
         supported = kernel_supports_noswap(kernel_release, result)
         how = "probe mount"
     if supported:
         return Check("tmpfs noswap", True, f"supported ({how}, kernel {kernel_release})")
+    # Informational: on such a kernel the kubelet mounts without noswap and warns, and the
+    # suite's volume tests expect exactly that instead.
     return Check(
         "tmpfs noswap",
-        False,
-        f"kernel {kernel_release} rejects tmpfs `noswap`: memory-backed volumes (Secrets,"
-        " emptyDir medium Memory) could be swapped to disk",
-        "use a 6.4+ kernel; the suite's noswap tests then expect the"
-        " PossibleMemoryBackedVolumesOnDisk node warning instead",
+        True,
+        f"not supported by kernel {kernel_release} ({how}): the suite expects memory-backed volumes"
+        " without `noswap` and the PossibleMemoryBackedVolumesOnDisk node warning",
     )
 
 
@@ -170,7 +170,10 @@ def mem_available(meminfo: str) -> int:
 
 
 def check_memory(meminfo: str, required: int) -> Check:
-    available = mem_available(meminfo)
+    try:
+        available = mem_available(meminfo)
+    except ValueError as error:
+        return Check("free memory", False, str(error), "use a Linux kernel >= 3.14 (MemAvailable)")
     detail = f"{available / GiB:.1f} GiB available, {required / GiB:.1f} GiB wanted"
     if available >= required:
         return Check("free memory", True, detail)
@@ -226,8 +229,11 @@ def check_docker(run: Runner = subprocess.run) -> Check:
 
 
 _KIND_VERSION = re.compile(r"kind v(\d+)\.(\d+)\.(\d+)")
+# The kind release the suite is proven with (clusters/versions.py); older ones are refused.
+MIN_KIND = tuple(int(x) for x in versions.KIND.lstrip("v").split("."))
 # kubeadm 1.37 refuses the v1beta3 config API that older kind releases write.
 MIN_KIND_FOR_NODE_MINOR = {37: (0, 33, 0)}
+KIND_INSTALL = f"go install sigs.k8s.io/kind@{versions.KIND}"
 
 
 def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
@@ -237,14 +243,21 @@ def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Ru
             "kind",
             False,
             f"{kind_bin!r} is not on PATH",
-            "install it: go install sigs.k8s.io/kind@v0.33.0 (then add $(go env GOPATH)/bin to"
-            " PATH), or pass --kind-bin /path/to/kind",
+            f"install it: {KIND_INSTALL} (then put $(go env GOPATH)/bin first on PATH), or pass"
+            " --kind-bin /path/to/kind",
         )
-    result = run([path, "version"], capture_output=True, text=True, timeout=30)
+    try:
+        result = run([path, "version"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return Check("kind", False, f"`{path} version` did not answer in 30 s", f"reinstall kind: {KIND_INSTALL}")
     match = _KIND_VERSION.search(result.stdout)
     if result.returncode != 0 or not match:
-        return Check("kind", False, f"`{path} version` failed: {result.stderr.strip() or result.stdout.strip()}", "reinstall kind")
+        return Check("kind", False, f"`{path} version` failed: {result.stderr.strip() or result.stdout.strip()}",
+                     f"reinstall kind: {KIND_INSTALL}")
     version = tuple(int(x) for x in match.groups())
+    if version < MIN_KIND:
+        return Check("kind", False, f"kind v{'.'.join(map(str, version))} at {path} is older than {versions.KIND},"
+                     " the release this suite is proven with", f"{KIND_INSTALL}, and put it first on PATH")
     if node_version is not None:
         needed = max(
             (v for minor, v in MIN_KIND_FOR_NODE_MINOR.items() if node_version[1] >= minor),
@@ -261,6 +274,135 @@ def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Ru
     return Check("kind", True, f"kind v{'.'.join(map(str, version))} at {path}")
 
 
+# --- the Docker host: kind's nodes share its kernel, memory and swap -------------------------
+
+@dataclass(frozen=True)
+class DockerHost:
+    """What the Docker engine says about the machine it runs on."""
+
+    name: str
+    kernel: str
+    cgroup_version: str
+    mem_total: int
+    endpoint: str  # $DOCKER_HOST, "" for the default socket
+
+    def is_this_machine(self) -> bool:
+        return self.kernel == os.uname().release and self.name == socket.gethostname()
+
+    def remote_api(self) -> bool:
+        """Ports kind publishes on this Docker host's loopback are not this machine's."""
+        return self.endpoint.startswith(("tcp://", "ssh://"))
+
+
+def docker_host(run: Runner = subprocess.run) -> DockerHost | None:
+    try:
+        result = run(["docker", "info", "--format", "{{json .}}"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
+    if result.returncode != 0:
+        return None
+    try:
+        info = json.loads(result.stdout)
+    except ValueError:
+        return None
+    return DockerHost(str(info.get("Name", "")), str(info.get("KernelVersion", "")), str(info.get("CgroupVersion", "")),
+                      int(info.get("MemTotal") or 0), os.environ.get("DOCKER_HOST", ""))
+
+
+def read_docker_host_files(image: str, run: Runner = subprocess.run) -> tuple[str, str] | None:
+    """(/proc/swaps, /proc/meminfo) of the Docker host, read in a throwaway container of
+    ``image`` (neither file is namespaced); None when the image is not on the Docker host."""
+    if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode != 0:
+        return None
+    # unconfined, as kind runs its nodes: a host with AppArmor on but no parser refuses the default
+    result = run(["docker", "run", "--rm", "--network", "none", "--security-opt", "apparmor=unconfined",
+                  "--entrypoint", "cat", image, "/proc/swaps",
+                  "/proc/meminfo"], capture_output=True, text=True, timeout=300)
+    if result.returncode != 0 or "MemTotal:" not in result.stdout:
+        return None
+    swaps, _, rest = result.stdout.partition("MemTotal:")
+    return swaps, "MemTotal:" + rest
+
+
+def check_api_ports(host: DockerHost, clusters: Sequence[str], api_ports: Mapping[str, int]) -> Check:
+    if not host.remote_api():
+        return Check("API server ports", True, "kind publishes API servers on this machine's loopback")
+    missing = [c for c in clusters if c not in api_ports]
+    if not missing:
+        return Check("API server ports", True, ", ".join(f"{c} on 127.0.0.1:{api_ports[c]}" for c in clusters))
+    return Check(
+        "API server ports",
+        False,
+        f"the Docker engine is at {host.endpoint}: kind publishes each API server on that host's"
+        f" 127.0.0.1, which this machine cannot reach, and no port is named for {', '.join(missing)}",
+        "forward one port per cluster from this machine's 127.0.0.1 to the same port on the Docker"
+        " host and name them: KSC_KIND_API_PORTS=ksc-noswap=PORT,ksc-limitedswap=PORT (the kind host"
+        " VM does both: eval \"$(python -m clusters.vm kind-host up)\")",
+    )
+
+
+def remote_host_checks(host: DockerHost, files: tuple[str, str] | None, clusters: Sequence[str],
+                       api_ports: Mapping[str, int], node_image: str | None) -> list[Check]:
+    """The checks of a Docker host that is not this machine, from what Docker and a container say."""
+    where = Check("docker host", True, f"{host.name} (kernel {host.kernel}, {host.mem_total / GiB:.1f} GiB):"
+                  " not this machine; its swap, memory and kernel are what the kind nodes get")
+    if files is None:
+        unknown = ("not readable before creating clusters (the node image "
+                   f"{node_image or 'kind picks'} is not on the Docker host yet); every node's swap"
+                   " capacity is checked after creation")
+        swap, memory = Check("swap", True, unknown), Check("free memory", True, unknown)
+    else:
+        swap = check_swap(files[0])
+        memory = check_memory(files[1], len(clusters) * MEMORY_PER_KIND_CLUSTER)
+    return [where, swap, memory, check_noswap(host.kernel, lambda: None), check_api_ports(host, clusters, api_ports)]
+
+
+# --- the cache directory -----------------------------------------------------------------------
+
+def check_cache_dir() -> Check:
+    from clusters.vm.paths import CACHE_VARIABLES, writable_cache_root
+
+    try:
+        return Check("cache directory", True, str(writable_cache_root()))
+    except OSError as error:
+        return Check("cache directory", False, error.strerror or str(error),
+                     f"export KSC_CACHE_DIR=/a/writable/dir (it moves every cache; see {CACHE_VARIABLES})")
+
+
+# --- the node image ----------------------------------------------------------------------------
+
+# docker's reference grammar, simplified: [registry[:port]/]path[:tag][@sha256:hex]
+_REFERENCE = re.compile(
+    r"^(?:[a-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+
+
+def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
+    """A --node-image that kind could not use is refused before any cluster exists: a malformed
+    reference, a Kubernetes older than the suite supports, or an image Docker can neither find
+    nor pull (pulled here, as kind would, so a missing image fails once and clearly)."""
+    if image is None:
+        return Check("node image", True, "kind's default node image")
+    minimum = ".".join(map(str, versions.MIN_KUBERNETES))
+    if not _REFERENCE.match(image):
+        return Check("node image", False, f"{image!r} is not an image reference",
+                     "pass --node-image REPOSITORY:TAG, e.g. kindest/node:v1.37.0")
+    if version is not None and tuple(version[:2]) < versions.MIN_KUBERNETES:
+        return Check("node image", False, f"{image} is Kubernetes {'.'.join(map(str, version))}: the suite supports"
+                     f" {minimum} and newer (LimitedSwap's formula)", f"use a node image of Kubernetes {minimum} or newer")
+    try:
+        if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode == 0:
+            return Check("node image", True, f"{image} is on the Docker host")
+        pulled = run(["docker", "pull", image], capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return Check("node image", False, f"pulling {image} did not finish in 30 min", "pull it by hand: docker pull " + image)
+    if pulled.returncode != 0:
+        last = (pulled.stderr or pulled.stdout).strip().splitlines()[-1:] or [""]
+        return Check("node image", False, f"{image} is not on the Docker host and cannot be pulled: {last[0]}",
+                     "check the name, or build and load the local one: eval \"$(python -m clusters.vm kind-host up)\"")
+    return Check("node image", True, f"{image} pulled")
+
+
 # --- putting it together -----------------------------------------------------------------------
 
 def _read(path: str) -> str | None:
@@ -270,13 +412,28 @@ def _read(path: str) -> str | None:
         return None
 
 
-def kind_host_checks(kind_bin: str, node_version: tuple[int, int, int] | None, clusters: int) -> list[Check]:
-    """Everything a kind run needs from the host, all checked so the user sees every gap at once."""
+def kind_host_checks(kind_bin: str, node_version: tuple[int, int, int] | None, clusters: Sequence[str],
+                     node_image: str | None = None, api_ports: Mapping[str, int] | None = None) -> list[Check]:
+    """Everything a kind run needs from the host, all checked so the user sees every gap at once.
+
+    The host is the Docker host: this machine when the engine runs here, otherwise whatever
+    Docker reaches (a VM, a remote engine), read through Docker itself."""
+    docker = check_docker()
+    kind = check_kind(kind_bin, node_version)
+    image = check_node_image(node_image, node_version) if docker.ok else Check(
+        "node image", False, "not checked: no Docker engine", "see the docker check")
+    host = docker_host() if docker.ok else None
+    if host is not None and not host.is_this_machine():
+        files = read_docker_host_files(node_image) if node_image and image.ok else None
+        return [docker, kind, image, check_cache_dir(),
+                *remote_host_checks(host, files, clusters, api_ports or {}, node_image)]
     return [
-        check_docker(),
-        check_kind(kind_bin, node_version),
+        docker,
+        kind,
+        image,
+        check_cache_dir(),
         check_swap(_read("/proc/swaps") or ""),
         check_cgroup_v2(_read("/proc/self/mounts") or "", _read("/sys/fs/cgroup/cgroup.controllers")),
         check_noswap(os.uname().release, probe_tmpfs_noswap),
-        check_memory(_read("/proc/meminfo") or "", clusters * MEMORY_PER_KIND_CLUSTER),
+        check_memory(_read("/proc/meminfo") or "", len(clusters) * MEMORY_PER_KIND_CLUSTER),
     ]

@@ -30,7 +30,7 @@ class SwapNode:
     kernel: str
     memory_capacity: int  # status.capacity.memory (= MemTotal, the kubelet's nodeMemory)
     memory_allocatable: int
-    swap_capacity: int  # status.nodeInfo.swap.capacity, else the provider's reading of SwapTotal
+    swap_capacity: int  # status.nodeInfo.swap.capacity; before 1.33, /stats/summary's node swap limit
     cgroup_v2: bool | None  # None: not known without probing the node
     kubelet_config: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -75,6 +75,10 @@ class Provider(ABC):
 
     def preflight(self, behaviors: Sequence[str]) -> None:
         """Raise clusters.preflight.PreflightError listing every missing prerequisite."""
+
+    def prepare(self, behaviors: Sequence[str]) -> None:
+        """Once per run, before the first test: create what the behaviors need up front, if the
+        provider benefits from it. A failure is recorded for the behavior's tests, not raised."""
 
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         """Remove what this run created (entries recorded by clusters.shared); return messages."""

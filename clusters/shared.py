@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,7 +50,7 @@ def get_or_create(root: Path, key: str, create: Callable[[], dict[str, Any]]) ->
             handle_path.write_text(json.dumps(record))
             return record["ok"]
     if "error" in record:
-        raise SharedCreationError(f"{key}: creation failed in another worker: {record['error']}")
+        raise SharedCreationError(f"{key}: creation failed earlier in this run: {record['error']}")
     return record["ok"]
 
 
@@ -57,6 +58,12 @@ def recorded_error(root: Path, key: str) -> str | None:
     """The error a creation of `key` recorded in this run, if it failed."""
     path = root / f"{key}.json"
     return json.loads(path.read_text()).get("error") if path.exists() else None
+
+
+def recorded_ok(root: Path, key: str) -> bool:
+    """Whether a creation of ``key`` succeeded in this run."""
+    path = root / f"{key}.json"
+    return path.exists() and "ok" in json.loads(path.read_text())
 
 
 def record_created(root: Path, entry: dict[str, Any]) -> None:
@@ -71,3 +78,35 @@ def created(root: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# --- one behavior after another (one cluster at a time) --------------------------------------
+
+TESTS = "tests-{behavior}.json"
+FINISHED = "finished.txt"
+
+
+def record_tests(root: Path, behavior: str, nodeids: list[str]) -> None:
+    """The tests of a behavior, as collected (every process collects the same; first one wins)."""
+    path = root / TESTS.format(behavior=behavior)
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(nodeids))
+        tmp.replace(path)
+
+
+def record_finished(root: Path, nodeid: str) -> None:
+    fd = os.open(root / FINISHED, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (nodeid + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def unfinished(root: Path, behavior: str) -> list[str]:
+    """Tests of ``behavior`` that have not finished yet (in any process of the run)."""
+    path = root / TESTS.format(behavior=behavior)
+    if not path.exists():
+        return []
+    finished = set((root / FINISHED).read_text().splitlines()) if (root / FINISHED).exists() else set()
+    return [nodeid for nodeid in json.loads(path.read_text()) if nodeid not in finished]

@@ -19,6 +19,7 @@ import pytest
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import discover, summary
 from clusters.preflight import Check, PreflightError
+from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from clusters.shared import get_or_create, record_created
 
@@ -29,7 +30,8 @@ class VmProvider(Provider):
     name = "vm"
 
     def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
-                 reuse: bool, state_dir: Path | None = None):
+                 reuse: bool, state_dir: Path | None = None, progress: Progress | None = None):
+        self.progress = progress
         self.shared_root = shared_root
         self.options = {"kernel": kernel, "memory_mb": memory_mb, "swap_mb": swap_mb}
         if k8s_version:
@@ -39,7 +41,7 @@ class VmProvider(Provider):
         self._vm: Any = None
 
     @classmethod
-    def from_pytest_config(cls, config: pytest.Config, run_dir: Path) -> "VmProvider":
+    def from_pytest_config(cls, config: pytest.Config, run_dir: Path, progress: Progress | None = None) -> "VmProvider":
         return cls(
             run_dir,
             k8s_version=config.getoption("k8s_version"),
@@ -47,13 +49,14 @@ class VmProvider(Provider):
             memory_mb=config.getoption("vm_memory"),
             swap_mb=config.getoption("vm_swap"),
             reuse=config.getoption("reuse_clusters"),
+            progress=progress,
         )
 
     def vm(self) -> Any:
         if self._vm is None:
             from clusters.vm import VmCluster
 
-            self._vm = VmCluster(self.state_dir, **self.options)
+            self._vm = VmCluster(self.state_dir, **self.options, progress=self.progress)
         return self._vm
 
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
@@ -72,6 +75,9 @@ class VmProvider(Provider):
             checks.append(Check(tool, bool(found), found or "not on PATH", f"install {package} (apt-get install {package.split()[0]})"))
         if os.geteuid() != 0:
             checks.append(Check("root", False, "building the guest image (debootstrap) needs root", "run as root"))
+        from clusters.preflight import check_cache_dir
+
+        checks.append(check_cache_dir())
         if not all(c.ok for c in checks):
             raise PreflightError(checks)
 
