@@ -59,7 +59,7 @@ def workspace(request: pytest.FixtureRequest) -> Iterator[Callable[[SwapNode], W
         try:
             image = provider.stress_image(node)
         except NotCoveredError as error:
-            could_not_test(request.config, str(error))
+            could_not_test(request.config, str(error), node.behavior)
         observer = observer_of(node)
         namespace = observer.create_namespace(unique_name("ksc"), labels(request.node.name))
         made.append(Workspace(node, observer, namespace, image, request.node.name))

@@ -55,16 +55,21 @@ def summary_pod(summary: dict[str, Any], namespace: str, pod: str) -> dict[str, 
     )
 
 
-def swap_usage_inconsistencies(current: int, usage: dict[str, float | None]) -> list[str]:
-    """The relations of a consistent scrape that do not hold, given the container's
-    memory.swap.current (-1 if it moved during the scrape) and the swap usage reported per level."""
-    container, pod, node = usage["container"], usage["pod"], usage["node"]
-    relations = {
-        "memory.swap.current > 0 and unchanged around the scrape": current > 0,
-        "container == memory.swap.current": container == current,
-        # Pod = its containers and sandbox; node = everything: at least the container, when
-        # sampled after it stopped moving (each level is sampled on its own schedule).
-        "pod >= memory.swap.current": pod is not None and pod >= current,
-        "node >= memory.swap.current": node is not None and node >= current,
-    }
-    return [name for name, holds in relations.items() if not holds]
+def swap_usage_mismatches(expected: dict[str, int | None], reported: dict[str, float | None]) -> list[str]:
+    """Each level whose reported swap usage is not exactly its figure read from the node.
+
+    ``expected`` holds each level's figure (None when it moved while the scrape was read: such
+    a scrape proves nothing either way): the container's and the pod's own cgroup
+    memory.swap.current, and the node's figure as cAdvisor computes it."""
+    problems = []
+    for level in ("container", "pod", "node"):
+        want, got = expected.get(level), reported.get(level)
+        if want is None:
+            problems.append(f"{level}: its figure moved during the scrape")
+        elif got is None:
+            problems.append(f"{level}: not reported (expected {want})")
+        elif got != want:
+            problems.append(f"{level}: reported {got:.0f}, its figure is {want}")
+    if (expected.get("container") or 0) <= 0:
+        problems.append("the container has nothing in swap: the comparison would prove nothing")
+    return problems

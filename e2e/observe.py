@@ -8,7 +8,7 @@ what it waited for, and reports the last state it saw; terminal states fail at o
 from __future__ import annotations
 
 import json
-import time
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -76,8 +76,33 @@ class NodeObserver:
     # --- namespaces and pods --------------------------------------------------------------------
 
     def create_namespace(self, name: str, labels: dict[str, str]) -> str:
+        """A new namespace, returned once pods can be created in it (its ServiceAccount exists)."""
         self.core.create_namespace({"metadata": {"name": name, "labels": labels}})
+        self.wait_default_service_account(name)
         return name
+
+    def wait_default_service_account(self, namespace: str, seconds: float = 120) -> None:
+        """Pods are refused until the controller manager has made the namespace's ServiceAccount."""
+        from kubernetes.client.exceptions import ApiException
+
+        def probe() -> bool | None:
+            try:
+                self.core.read_namespaced_service_account("default", namespace, _request_timeout=30)
+                return True
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+        wait_for(f"the default ServiceAccount of namespace {namespace}", probe, seconds)
+
+    def cluster_reachable(self) -> bool:
+        """Whether the node's API server answers at all (a refused connection: it is gone)."""
+        try:
+            self.core.get_api_resources(_request_timeout=(10, 30))
+            return True
+        except Exception:  # noqa: BLE001 - any failure to connect means there is nothing to clean up
+            return False
 
     def delete_namespace(self, name: str) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -221,8 +246,12 @@ class NodeObserver:
         stdout, stderr = client.read_stdout(), client.read_stderr()
         code = client.returncode
         client.close()
-        if code not in (0, None):
-            raise AssertionError(f"`{' '.join(argv)}` in {namespace}/{pod}/{container} exited {code}: {stderr.strip()}")
+        where = f"`{' '.join(argv)}` in {namespace}/{pod}/{container}"
+        if code is None:  # the stream ended without the exit status: nothing proves it ran
+            raise AssertionError(f"{where}: no exit status arrived within 120 s (stdout {stdout[:200]!r},"
+                                 f" stderr {stderr[:200]!r})")
+        if code != 0:
+            raise AssertionError(f"{where} exited {code}: {stderr.strip()}")
         return ExecResult(stdout, stderr)
 
     def read_file(self, namespace: str, pod: str, container: str, path: str) -> str:
@@ -275,4 +304,5 @@ class Mount:
 
 
 def unique_name(prefix: str) -> str:
-    return f"{prefix}-{int(time.time() * 1000) % 10**9}"
+    """A name no other test of any xdist worker (or any earlier run) will pick: random, not clock-based."""
+    return f"{prefix}-{secrets.token_hex(5)}"

@@ -17,6 +17,9 @@ from workloads.pods import QOS_SHAPES, PodShape, labels
 
 CRITICAL_PRIORITY = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
 
+# Every test here uses the 12 shapes deployed once per behavior (shape_pods): one worker.
+pytestmark = pytest.mark.shared_deployment("qos-shapes")
+
 
 @dataclass
 class ShapePods:
@@ -39,7 +42,8 @@ def shape_pods_cache(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str,
     cache: dict[tuple[str, str], ShapePods] = {}
     yield cache
     for deployed in cache.values():
-        deployed.observer.delete_namespace(deployed.namespace)
+        if deployed.observer.cluster_reachable():  # one cluster at a time may have deleted it
+            deployed.observer.delete_namespace(deployed.namespace)
 
 
 @pytest.fixture

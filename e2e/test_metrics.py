@@ -1,20 +1,24 @@
-"""Swap observability: node swap capacity, /metrics/resource and /stats/summary against the
-container's own cgroup files. Metrics are sampled by the kubelet on its own schedule, each level
-(container, pod, node) on its own, so each comparison waits (bounded) for a scrape in which the
-container equals its cgroup value, read while stable, and the pod and node levels hold at least
-that much: a kubelet that reports 0, a stale value or a level missing never gets there and fails
-naming the relations that did not hold and every value seen."""
+"""Swap observability: node memory and swap capacity, /metrics/resource and /stats/summary
+against the figures each series is defined as, read from the node: the container's and the
+pod's own cgroup memory.swap.current, and for the node what cAdvisor computes for its "/"
+cgroup (the node cgroup's memory.swap.current where it has one, as in kind, else SwapTotal -
+SwapFree). The kubelet samples on its own schedule, so each comparison waits (bounded) for two
+consecutive scrapes in which every level equals its figure, each figure read unchanged around
+the scrape: a kubelet that reports 0, a stale or a summed value, or a missing level never gets
+there and fails naming each mismatch and every value seen."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from clusters.provider import SwapNode
 from e2e.conftest import Workspace
-from e2e.metrics import find, parse_prometheus, summary_container, summary_pod, swap_usage_inconsistencies
+from e2e.metrics import find, parse_prometheus, summary_container, summary_pod, swap_usage_mismatches
+from e2e.nodefiles import NodeFiles
 from e2e.observe import wait_for
 from e2e.sizing import swapping_past_limit
 from workloads.pods import stress_pod
@@ -29,6 +33,21 @@ def meminfo(ws: Workspace, pod: str, container: str) -> dict[str, int]:
     return {f[0].rstrip(":"): int(f[1]) * 1024 for f in fields if len(f) == 3 and f[2] == "kB"}
 
 
+def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """The oracle's main input: the kubelet's capacity is cAdvisor's MemoryCapacity, which is
+    /proc/meminfo's MemTotal (pkg/kubelet/cadvisor CapacityFromMachineInfo; huge pages become
+    resources of their own and are not taken off). Read from the node, compared exactly."""
+    from kubernetes.utils import parse_quantity
+
+    ws = workspace(swap_node)
+    ws.deploy(stress_pod("reader", ws.image, ws.namespace, ws.test, ["/swapstress", "pause"]))
+    ws.running("reader")
+    mem_total = meminfo(ws, "reader", "stress")["MemTotal"]
+    capacity = ws.observer.node_status()["status"]["capacity"]["memory"]
+    assert int(parse_quantity(capacity)) == mem_total, f"capacity.memory {capacity}; MemTotal {mem_total}"
+    assert swap_node.memory_capacity == mem_total  # what every expectation of the run was computed from
+
+
 @pytest.mark.min_kubernetes("1.33")
 def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     ws = workspace(swap_node)
@@ -40,73 +59,108 @@ def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callab
     assert (info.get("swap") or {}).get("capacity") == swap_total, f"nodeInfo {info}; SwapTotal {swap_total}"
 
 
+@dataclass
+class SwappingPod:
+    """A Burstable pod pushed past its memory limit, holding, with part of it in swap, and a
+    privileged reader on its node. Every figure is read by the reader: an exec into the
+    swapping container itself would add memory to a cgroup at its limit and push more of it to
+    swap, moving the very figure being compared."""
+
+    ws: Workspace
+    uid: str
+    container_id: str
+    node_files: NodeFiles
+
+    def figures(self) -> dict[str, int]:
+        container = int(self.node_files.cgroup_file(self.container_id, "memory.swap.current")[1])
+        pod = int(self.node_files.pod_cgroup_file(self.uid, "memory.swap.current")[1])
+        node, _ = self.node_files.node_swap_usage()
+        return {"container": container, "pod": pod, "node": node}
+
+    def around(self, read: Callable[[], Any]) -> tuple[dict[str, int | None], Any]:
+        """Each level's figure read before and after ``read()``; None for a level that moved."""
+        before = self.figures()
+        value = read()
+        after = self.figures()
+        return {level: before[level] if before[level] == after[level] else None for level in before}, value
+
+
 @pytest.fixture
-def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> Workspace:
-    """A Burstable pod pushed past its memory limit, holding, with part of it in swap."""
+def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> SwappingPod:
     ws = workspace(swap_node)
     swapping_past_limit(ws, "swapping")
-    return ws
+    pod = ws.observer.pod(ws.namespace, "swapping")
+    container_id = next(s["containerID"] for s in pod["status"]["containerStatuses"] if s["name"] == "stress")
+    return SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], NodeFiles.on(ws, swap_node.name))
 
 
-def stable_swap(ws: Workspace, read: Callable[[], Any]) -> tuple[int, int, Any]:
-    """(swap.current, swap.max, what `read` returned) with swap.current unchanged around `read`."""
-    def current() -> int:
-        return int(ws.observer.cgroup_value(ws.namespace, "swapping", "stress", "memory.swap.current"))
-
-    before = current()
-    value = read()
-    after = current()
-    swap_max = int(ws.observer.cgroup_value(ws.namespace, "swapping", "stress", "memory.swap.max"))
-    return (before if before == after else -1), swap_max, value
-
-
-@pytest.mark.needs_behavior("LimitedSwap")
-@pytest.mark.min_kubernetes("1.30")
-def test_resource_metrics_match_the_cgroup(swap_node: SwapNode, swapping_pod: Workspace) -> None:
-    ws = swapping_pod
-    labels = {"namespace": ws.namespace, "pod": "swapping"}
+def two_consistent_scrapes(what: str, scrape: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+    """Wait (bounded) until two scrapes in a row are consistent; ``scrape`` returns what it saw
+    with an "unmet" list."""
     seen: dict[str, Any] = {}
+    streak: list[dict[str, Any]] = []
 
     def probe() -> dict[str, Any] | None:
-        current, swap_max, text = stable_swap(ws, lambda: ws.observer.node_proxy("metrics/resource"))
-        samples = parse_prometheus(text)
-        container = find(samples, "container_swap_usage_bytes", container="stress", **labels)
-        pod, node = find(samples, "pod_swap_usage_bytes", **labels), find(samples, "node_swap_usage_bytes")
+        got = scrape()
         seen.clear()
-        seen.update(current=current, swap_max=swap_max, container=container, pod=pod, node=node,
-                    limit=find(samples, "container_swap_limit_bytes", container="stress", **labels))
-        usage = {level: sample.value if sample else None for level, sample in (("container", container), ("pod", pod),
-                                                                                ("node", node))}
-        seen["unmet"] = swap_usage_inconsistencies(current, usage)
-        return None if seen["unmet"] else dict(seen)
+        seen.update(got)
+        streak[:] = streak + [got] if not got["unmet"] else []
+        return streak[-1] if len(streak) >= 2 else None
 
-    got = wait_for("a /metrics/resource scrape consistent with the container's memory.swap.current", probe,
-                   METRIC_SECONDS, lambda: repr(seen))
-    if swap_node.kubelet_at_least("1.34"):
-        assert got["limit"] is not None and got["limit"].value == got["swap_max"], got
+    return wait_for(f"two consecutive {what} scrapes consistent with the node's figures", probe, METRIC_SECONDS,
+                    lambda: repr(seen))
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.min_kubernetes("1.30")
-def test_stats_summary_matches_the_cgroup(swap_node: SwapNode, swapping_pod: Workspace) -> None:
+def test_resource_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
+    ws = swapping_pod.ws
+    labels = {"namespace": ws.namespace, "pod": "swapping"}
+
+    def scrape() -> dict[str, Any]:
+        figures, text = swapping_pod.around(lambda: ws.observer.node_proxy("metrics/resource"))
+        samples = parse_prometheus(text)
+        found = {"container": find(samples, "container_swap_usage_bytes", container="stress", **labels),
+                 "pod": find(samples, "pod_swap_usage_bytes", **labels), "node": find(samples, "node_swap_usage_bytes")}
+        reported = {level: sample.value if sample else None for level, sample in found.items()}
+        return {"figures": figures, "reported": reported, "unmet": swap_usage_mismatches(figures, reported)}
+
+    two_consistent_scrapes("/metrics/resource", scrape)
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.30")
+def test_stats_summary_matches_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
     import json
 
-    ws = swapping_pod
-    seen: dict[str, Any] = {}
+    ws = swapping_pod.ws
 
-    def probe() -> dict[str, Any] | None:
-        current, swap_max, text = stable_swap(ws, lambda: ws.observer.node_proxy("stats/summary"))
+    def scrape() -> dict[str, Any]:
+        figures, text = swapping_pod.around(lambda: ws.observer.node_proxy("stats/summary"))
         summary = json.loads(text)
-        container = (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap") or {}
-        pod = (summary_pod(summary, ws.namespace, "swapping") or {}).get("swap") or {}
-        node = (summary.get("node") or {}).get("swap") or {}
-        seen.clear()
-        seen.update(current=current, swap_max=swap_max, container=container, pod=pod, node=node)
-        usage = {level: stats.get("swapUsageBytes") for level, stats in (("container", container), ("pod", pod),
-                                                                         ("node", node))}
-        seen["unmet"] = swap_usage_inconsistencies(current, usage)
-        return None if seen["unmet"] else dict(seen)
+        stats = {"container": (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap") or {},
+                 "pod": (summary_pod(summary, ws.namespace, "swapping") or {}).get("swap") or {},
+                 "node": (summary.get("node") or {}).get("swap") or {}}
+        reported = {level: s.get("swapUsageBytes") for level, s in stats.items()}
+        unmet = swap_usage_mismatches(figures, reported)
+        swap_max = int(swapping_pod.node_files.cgroup_file(swapping_pod.container_id, "memory.swap.max")[1])
+        # available = the container's memory.swap.max - its usage (cadvisorInfoToSwapStats)
+        if figures["container"] is not None and stats["container"].get("swapAvailableBytes") != swap_max - figures["container"]:
+            unmet.append(f"container swapAvailableBytes {stats['container'].get('swapAvailableBytes')},"
+                         f" expected memory.swap.max - usage = {swap_max - figures['container']}")
+        return {"figures": figures, "stats": stats, "unmet": unmet}
 
-    got = wait_for("a /stats/summary consistent with the container's memory.swap.current", probe,
-                   METRIC_SECONDS, lambda: repr(seen))
-    assert got["container"].get("swapAvailableBytes") == got["swap_max"] - got["current"], got
+    two_consistent_scrapes("/stats/summary", scrape)
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.34")
+def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
+    """container_swap_limit_bytes (1.34+) is the container's memory.swap.max, as read back."""
+    ws = swapping_pod.ws
+    text = ws.observer.node_proxy("metrics/resource")
+    limit = find(parse_prometheus(text), "container_swap_limit_bytes", container="stress", namespace=ws.namespace,
+                 pod="swapping")
+    swap_max = int(swapping_pod.node_files.cgroup_file(swapping_pod.container_id, "memory.swap.max")[1])
+    assert limit is not None, f"no container_swap_limit_bytes for {ws.namespace}/swapping/stress"
+    assert limit.value == swap_max, f"container_swap_limit_bytes {limit.value}, memory.swap.max {swap_max}"

@@ -20,6 +20,20 @@ def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
     return {key: int(value) for key, value in (line.split() for line in text.splitlines())}
 
 
+# Charged to the container besides the anonymous memory it touches: the Go runtime's own heap
+# and stacks, page tables (about 2 KiB per MiB touched), kernel stacks and slab. Clean file
+# pages (the static binary) are reclaimed before anything is OOM-killed. Bounded at 16 MiB;
+# the recorded runs left 0.5-3 MiB (README, "Stress bounds").
+OVERHEAD_BOUND = 16 * Mi
+STEP = 4 * Mi  # alloc_command's step: the kill lands inside one
+
+
+def allocated_before_kill(log: str) -> int:
+    """The last `allocated N` the program printed: it was killed while touching the next step."""
+    amounts = [int(line.split()[1]) for line in log.splitlines() if line.startswith("allocated ")]
+    return amounts[-1] if amounts else 0
+
+
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     ws = workspace(swap_node)
@@ -27,9 +41,11 @@ def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, 
     swap_max = ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.max")
     swap_current = int(ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.current"))
     events = memory_events(ws, "over-limit")
-    context = f"{size}, target {target}, events {events}\n" + ws.explain("over-limit")
+    context = f"{size}, target {target}, swap.current {swap_current}, events {events}\n" + ws.explain("over-limit")
     assert swap_max == oracle.readback_swap_max(size.swap_limit), context
-    assert swap_current > 0, context
+    # Every touched page is in RAM or in swap, and RAM holds at most memory.max: so at least the
+    # part above the limit is in swap, exactly, whatever else is charged.
+    assert swap_current >= target - size.limit, context
     assert swap_current <= int(swap_max), context
     assert events["oom_kill"] == 0, context
 
@@ -40,26 +56,59 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit + 32 * Mi
     requests, limits = size.resources()
-    ws.deploy(stress_pod("beyond", ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
+    ws.deploy(stress_pod("beyond", ws.image, ws.namespace, ws.test, alloc_command(target, step=STEP), requests, limits))
     terminated = ws.observer.wait_terminated(ws.namespace, "beyond", "stress")
-    assert terminated.get("reason") == "OOMKilled", f"{size}, target {target}: {terminated}\n" + ws.explain("beyond")
+    allocated = allocated_before_kill(ws.observer.log(ws.namespace, "beyond", "stress"))
+    capacity = size.limit + oracle.readback_bytes(size.swap_limit)  # memory.max + memory.swap.max
+    context = (f"{size}, target {target}, last allocated {allocated}, limit + swap.max {capacity}"
+               f" (short by {capacity - allocated}): {terminated}\n" + ws.explain("beyond"))
+    assert terminated.get("reason") == "OOMKilled", context
+    # Killed where memory and swap ran out together, not earlier (swap refused) nor later.
+    assert capacity - STEP - OVERHEAD_BOUND <= allocated < capacity, context
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     """The allocation that a Burstable pod survives by swapping (test above) kills a
-    Guaranteed pod with the same memory limit: it has no swap to spill into."""
+    Guaranteed pod with the same memory limit: it has no swap to spill into, and uses none
+    on the way: memory.swap.current is 0 in every sample until the kill."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit // 2
     # Guaranteed needs a CPU limit too; GUARANTEED's is large enough not to throttle the
-    # allocation (at 10m it took minutes on an emulated node).
+    # allocation (at 10m it took minutes on an emulated node). A slow interval leaves time to
+    # sample the cgroup while it fills.
     resources = {"memory": size.limit, "cpu": GUARANTEED["cpu"]}
-    ws.deploy(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, alloc_command(target), resources, resources))
+    command = alloc_command(target, step=STEP, interval="250ms")
+    ws.deploy(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, command, resources, resources))
+    samples = sample_until_terminated(ws, "guaranteed")
     terminated = ws.observer.wait_terminated(ws.namespace, "guaranteed", "stress")
     pod = ws.observer.pod(ws.namespace, "guaranteed")
-    assert pod["status"]["qosClass"] == "Guaranteed"
-    assert terminated.get("reason") == "OOMKilled", f"limit {size.limit}, target {target}: {terminated}\n" + ws.explain("guaranteed")
+    context = f"limit {size.limit}, target {target}, samples {samples}: {terminated}\n" + ws.explain("guaranteed")
+    assert pod["status"]["qosClass"] == "Guaranteed", context
+    assert terminated.get("reason") == "OOMKilled", context
+    assert any(current > size.limit // 2 for current, _ in samples), "no sample while it filled: " + context
+    assert all(swap == 0 for _, swap in samples), context
+
+
+def sample_until_terminated(ws: Workspace, pod: str) -> list[tuple[int, int]]:
+    """(memory.current, memory.swap.current) read repeatedly while the container runs."""
+    samples: list[tuple[int, int]] = []
+
+    def probe() -> bool | None:
+        if ws.observer.terminated(ws.observer.pod(ws.namespace, pod), "stress"):
+            return True
+        try:
+            text = ws.observer.exec(ws.namespace, pod, "stress", ["/swapstress", "cat", "/sys/fs/cgroup/memory.current",
+                                                                  "/sys/fs/cgroup/memory.swap.current"]).stdout
+        except Exception:  # noqa: BLE001 - killed mid-read ("container not found"): the next round sees it ended
+            return None
+        current, swap = (int(v) for v in text.split())
+        samples.append((current, swap))
+        return None
+
+    wait_for(f"{ws.namespace}/{pod} to be OOM-killed", probe, 900, lambda: f"samples {samples[-3:]}")
+    return samples
 
 
 def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
