@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.metrics import find, parse_prometheus, swap_usage_inconsistencies
+from e2e.metrics import find, parse_prometheus, swap_usage_mismatches
 
 TEXT = """# HELP container_swap_usage_bytes [ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems
 # TYPE container_swap_usage_bytes gauge
@@ -38,23 +38,42 @@ def test_rejects_garbage() -> None:
 MiB = 1024**2
 
 
-def test_a_consistent_scrape_has_no_inconsistencies() -> None:
-    assert swap_usage_inconsistencies(40 * MiB, {"container": 40 * MiB, "pod": 40 * MiB, "node": 41 * MiB}) == []
+def test_a_scrape_equal_to_every_figure_is_consistent() -> None:
+    figures = {"container": 40 * MiB, "pod": 40 * MiB, "node": 41 * MiB}
+    assert swap_usage_mismatches(figures, {k: float(v) for k, v in figures.items()}) == []
 
 
 @pytest.mark.parametrize(
-    ("current", "usage", "expected"),
+    ("figures", "reported", "expected"),
     [
-        # The failure seen on the vm: the pod level was sampled before the container stopped swapping.
-        (39751680, {"container": 39751680.0, "pod": 16756736.0, "node": 5e7}, ["pod >= memory.swap.current"]),
-        (42041344, {"container": 42041344, "pod": 42741760, "node": 41771008}, ["node >= memory.swap.current"]),
-        (40 * MiB, {"container": 40 * MiB + 4096, "pod": 41 * MiB, "node": 41 * MiB}, ["container == memory.swap.current"]),
-        (40 * MiB, {"container": 40 * MiB, "pod": None, "node": None},
-         ["pod >= memory.swap.current", "node >= memory.swap.current"]),
-        (-1, {"container": 40 * MiB, "pod": 40 * MiB, "node": 40 * MiB},
-         ["memory.swap.current > 0 and unchanged around the scrape", "container == memory.swap.current"]),
-        (0, {"container": 0, "pod": 0, "node": 0}, ["memory.swap.current > 0 and unchanged around the scrape"]),
+        # Seen on the vm with the old ">= container" rule: a pod sample taken before the container
+        # stopped swapping. Now it is a mismatch until the pod's own cgroup and its sample agree.
+        ({"container": 39751680, "pod": 39751680, "node": 5 * 10**7},
+         {"container": 39751680.0, "pod": 16756736.0, "node": 5e7}, ["pod: reported 16756736, its figure is 39751680"]),
+        # A node level that sums the containers (or reads another figure) instead of what it is defined as.
+        ({"container": 40 * MiB, "pod": 40 * MiB, "node": 50 * MiB},
+         {"container": 40 * MiB, "pod": 40 * MiB, "node": 40 * MiB}, [f"node: reported {40 * MiB}, its figure is {50 * MiB}"]),
+        ({"container": 40 * MiB, "pod": 40 * MiB, "node": 41 * MiB},
+         {"container": 40 * MiB + 4096, "pod": 40 * MiB, "node": 41 * MiB}, [f"container: reported {40 * MiB + 4096}, its figure is {40 * MiB}"]),
+        ({"container": 40 * MiB, "pod": 40 * MiB, "node": 41 * MiB},
+         {"container": 40 * MiB, "pod": None, "node": None},
+         [f"pod: not reported (expected {40 * MiB})", f"node: not reported (expected {41 * MiB})"]),
+        ({"container": None, "pod": 40 * MiB, "node": 41 * MiB},
+         {"container": 40 * MiB, "pod": 40 * MiB, "node": 41 * MiB},
+         ["container: its figure moved during the scrape", "the container has nothing in swap: the comparison would prove nothing"]),
+        ({"container": 0, "pod": 0, "node": 0}, {"container": 0.0, "pod": 0.0, "node": 0.0},
+         ["the container has nothing in swap: the comparison would prove nothing"]),
     ],
 )
-def test_inconsistent_scrapes_name_what_failed(current: int, usage: dict, expected: list[str]) -> None:
-    assert swap_usage_inconsistencies(current, usage) == expected
+def test_mismatched_scrapes_name_each_level(figures: dict, reported: dict, expected: list[str]) -> None:
+    assert swap_usage_mismatches(figures, reported) == expected
+
+
+def test_swap_total_for_kubelets_without_node_info_swap() -> None:
+    from clusters.discovery import swap_total_from_summary
+
+    # numbers from the vm node: SwapTotal 2147479552, 9 MiB in use
+    summary = {"node": {"swap": {"time": "t", "swapAvailableBytes": 2147479552 - 9 * MiB, "swapUsageBytes": 9 * MiB}}}
+    assert swap_total_from_summary(summary) == 2147479552
+    assert swap_total_from_summary({"node": {"swap": {"time": "t", "swapUsageBytes": 0}}}) is None  # no swap limit: none
+    assert swap_total_from_summary({"node": {}}) is None

@@ -1,0 +1,301 @@
+"""Bad input gets one clear message, within the time it claims, and leaves nothing behind.
+
+The servers are real, on loopback: one that accepts connections and never answers, one that
+answers every request with an HTML page."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters.discovery import DiscoveryError, api_client, discover
+from e2e import observe
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def kubeconfig_for(path: Path, server: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}', insecure-skip-tls-verify: true}}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n")
+    return path
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts TCP connections (TLS handshakes included) and never sends a byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"https://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+@pytest.fixture
+def html_server() -> Iterator[str]:
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            body = b"<!doctype html><html><body>router login</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_server_that_never_answers_is_given_up_on_in_the_stated_time(tmp_path: Path, silent_server: str) -> None:
+    kubeconfig = kubeconfig_for(tmp_path / "kc", silent_server)
+    t0 = time.monotonic()
+    with pytest.raises(DiscoveryError) as raised:
+        discover(str(kubeconfig), "existing", "c", seconds=6)
+    took = time.monotonic() - t0
+    assert took < 9, f"a 6 s budget took {took:.0f}s (hidden retries?)"
+    assert f"gave up after {round(took)}s" in str(raised.value) or f"gave up after {int(took)}s" in str(raised.value)
+    assert silent_server.removeprefix("https://") in str(raised.value)
+
+
+def test_an_html_answer_is_not_an_api_server(tmp_path: Path, html_server: str) -> None:
+    kubeconfig = kubeconfig_for(tmp_path / "kc", html_server)
+    t0 = time.monotonic()
+    with pytest.raises(DiscoveryError, match="text/html, not JSON .* not a Kubernetes API server"):
+        discover(str(kubeconfig), "existing", "c", seconds=30)
+    assert time.monotonic() - t0 < 5  # no retrying a server that answered
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("- a\n- b\n", "found list"),
+    ("apiVersion: v1\nkind: Config\n", "found a mapping of ['apiVersion', 'kind']"),
+    ("clusters: [\n", "is not valid YAML"),
+])
+def test_a_kubeconfig_that_is_not_one_is_named_so(tmp_path: Path, text: str, found: str) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    with pytest.raises(DiscoveryError) as raised:
+        api_client(str(path))
+    assert found in str(raised.value) and "Traceback" not in str(raised.value)
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(test_swap="def test_any(swap_node):\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester
+
+
+def test_run_against_a_silent_server_is_one_bounded_message(suite: pytest.Pytester, silent_server: str) -> None:
+    kubeconfig = kubeconfig_for(suite.path / "kc", silent_server)
+    t0 = time.monotonic()
+    result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={kubeconfig}")
+    took = time.monotonic() - t0
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 3, output
+    assert took < 40, f"preflight's 15 s budget took {took:.0f}s"
+    assert output.count("preflight failed (") == 1 and "gave up after 15s" in output
+
+
+def test_run_against_an_html_server_says_so(suite: pytest.Pytester, html_server: str) -> None:
+    kubeconfig = kubeconfig_for(suite.path / "kc", html_server)
+    result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={kubeconfig}")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 3 and output.count("not a Kubernetes API server") == 1, output
+    assert "JSONDecodeError" not in output
+
+
+def test_run_with_a_list_kubeconfig_says_so(suite: pytest.Pytester) -> None:
+    kubeconfig = suite.path / "kc"
+    kubeconfig.write_text("- not\n- a kubeconfig\n")
+    result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={kubeconfig}")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 3 and "is not a kubeconfig" in output and "AttributeError" not in output, output
+
+
+def test_namespace_names_do_not_collide() -> None:
+    names = {observe.unique_name("ksc") for _ in range(20000)}
+    assert len(names) == 20000 and all(len(n) <= 63 for n in names)
+
+
+class _Stream:
+    """What the exec stream looks like when the status channel never delivered an exit code."""
+
+    returncode = None
+
+    def run_forever(self, timeout: float) -> None:
+        pass
+
+    def read_stdout(self) -> str:
+        return "partial"
+
+    def read_stderr(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_exec_without_exit_status_is_not_a_success(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubernetes.stream
+
+    monkeypatch.setattr(kubernetes.stream, "stream", lambda *a, **kw: _Stream())
+    observer = observe.NodeObserver.__new__(observe.NodeObserver)
+    observer.core = type("Core", (), {"connect_get_namespaced_pod_exec": None})()
+    with pytest.raises(AssertionError, match="no exit status arrived"):
+        observer.exec("ns", "pod", "c", ["cat", "/sys/fs/cgroup/memory.swap.max"])
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--vm-memory", "0", "must be a positive number of MiB, got 0"),
+    ("--vm-swap", "-1", "must be a positive number of MiB, got -1"),
+    ("--vm-memory", "4G", "'4G' is not a number of MiB"),
+])
+def test_vm_sizes_must_be_positive(suite: pytest.Pytester, option: str, value: str, message: str) -> None:
+    result = suite.runpytest_subprocess("--provider=vm", f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_an_unwritable_cache_names_the_variable_that_moves_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusters import preflight
+
+    monkeypatch.setenv("KSC_CACHE_DIR", "/proc/ksc-cannot-exist")  # not writable, even for root
+    check = preflight.check_cache_dir()
+    assert not check.ok and "/proc/ksc-cannot-exist is not writable" in check.detail
+    assert "KSC_CACHE_DIR" in check.detail and "export KSC_CACHE_DIR=" in check.remedy
+
+
+def test_cleanup_leaked_without_kind_is_one_clear_error(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("--provider=kind", "--kind-bin=/nonexistent/kind", "--cleanup-leaked")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "--cleanup-leaked could not list or delete suite clusters" in output and "go install sigs.k8s.io/kind@" in output
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+
+
+def test_cleanup_leaked_without_docker_is_one_clear_error(suite: pytest.Pytester, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    kind = shutil.which("kind") or str(Path.home() / "go" / "bin" / "kind")
+    if not Path(kind).exists():
+        pytest.skip("kind is not installed (go install sigs.k8s.io/kind@v0.33.0)")
+    bin_dir = tmp_path / "bin"  # kind, and no docker anywhere on PATH
+    bin_dir.mkdir()
+    (bin_dir / "kind").symlink_to(kind)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    result = suite.runpytest_subprocess("--provider=kind", f"--kind-bin={bin_dir / 'kind'}", "--cleanup-leaked")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "--cleanup-leaked could not list or delete suite clusters" in output
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+
+
+SLOW_TEST_WITH_TEARDOWN = '''
+import os, time
+from pathlib import Path
+import pytest
+
+@pytest.fixture
+def marked(tmp_path_factory):
+    yield
+    Path(os.environ["KSC_MARK"]).write_text("teardown ran")
+
+def test_slow(marked):
+    Path(os.environ["KSC_STARTED"]).write_text("started")
+    time.sleep(120)
+'''
+
+
+def test_sigterm_takes_the_ctrl_c_path(pytester: pytest.Pytester, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import sys
+    import time as clock
+
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(test_slow=SLOW_TEST_WITH_TEARDOWN)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    # pytester.popen starts the child with a copy of os.environ (and its own PYTHONPATH)
+    for key, value in dict(PYTHONPATH=str(REPO), TMPDIR=str(tmp), KSC_MARK=str(tmp_path / "mark"),
+                           KSC_STARTED=str(tmp_path / "started")).items():
+        monkeypatch.setenv(key, value)
+    proc = pytester.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--rootdir={pytester.path}"])
+    deadline = clock.monotonic() + 60
+    while not (tmp_path / "started").exists() and clock.monotonic() < deadline:
+        clock.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    out = proc.stdout.read().decode()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert (tmp_path / "mark").read_text() == "teardown ran"
+    assert not list(tmp.glob("ksc-run-*")), "the run directory outlived the run"
+
+
+def test_keep_clusters_leaves_no_run_directory(pytester: pytest.Pytester, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    result = pytester.runpytest_subprocess("--keep-clusters", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    assert not list(tmp.glob("ksc-run-*")), "the run directory outlived the run"
+
+
+def test_every_api_call_is_bounded_even_without_its_own_timeout(tmp_path: Path, silent_server: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test's API call (no _request_timeout) against a server that stopped answering: an
+    # error within the default read timeout, never a run that hangs (seen on an overloaded host).
+    from kubernetes import client
+
+    from clusters import discovery
+
+    monkeypatch.setattr(discovery, "READ_TIMEOUT", 3.0)
+    monkeypatch.setattr(discovery, "CONNECT_TIMEOUT", 2.0)  # a TLS handshake counts here
+    api = api_client(str(kubeconfig_for(tmp_path / "kc", silent_server)), retries=False)
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as raised:
+        client.CoreV1Api(api).read_namespace("default")
+    assert time.monotonic() - t0 < 10, raised.value
+    assert "timed out" in str(raised.value).lower()

@@ -1,0 +1,180 @@
+"""The release gate and the coverage report: the pure rules (e2e/verdict.py), then whole runs of
+the suite's wiring (pytest in a subprocess) whose node fixture is a fake provider, since what
+is under test here is the verdict on results, not a node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from e2e import verdict
+from e2e.verdict import Result
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# --- the rules -------------------------------------------------------------------------------
+
+def passing(behavior: str, modules=verdict.CORE_CHECKS) -> list[Result]:
+    return [Result(f"e2e/{m}.py::test_a[{behavior}]", behavior, "passed") for m in modules]
+
+
+def test_final_result_takes_the_worst_phase() -> None:
+    phases = [
+        ("e2e/test_metrics.py::t[NoSwap]", "NoSwap", "setup", "passed", ""),
+        ("e2e/test_metrics.py::t[NoSwap]", "NoSwap", "call", "passed", ""),
+        ("e2e/test_metrics.py::t[NoSwap]", "NoSwap", "teardown", "failed", ""),
+        ("e2e/test_metrics.py::s[NoSwap]", "NoSwap", "setup", "skipped", "needs kubelet >= 1.34"),
+        ("e2e/test_metrics.py::s[NoSwap]", "NoSwap", "teardown", "passed", ""),
+        ("e2e/test_metrics.py::p[NoSwap]", "NoSwap", "setup", "passed", ""),
+        ("e2e/test_metrics.py::p[NoSwap]", "NoSwap", "call", "passed", ""),
+        ("e2e/test_metrics.py::p[NoSwap]", "NoSwap", "teardown", "passed", ""),
+        ("tests/test_oracle.py::x", "", "call", "passed", ""),  # no behavior: not counted
+    ]
+    results = {r.nodeid.split("::")[1]: r for r in verdict.final_results(phases)}
+    assert {k: r.outcome for k, r in results.items()} == {"t[NoSwap]": "failed", "s[NoSwap]": "skipped",
+                                                           "p[NoSwap]": "passed"}
+    assert results["s[NoSwap]"].reason == "needs kubelet >= 1.34" and results["p[NoSwap]"].module == "test_metrics"
+
+
+def test_gate_passes_only_when_every_core_check_of_every_required_behavior_passed() -> None:
+    results = passing("NoSwap") + passing("LimitedSwap")
+    assert verdict.gate_problems(results, ["NoSwap", "LimitedSwap"]) == []
+    assert verdict.gate_problems(passing("NoSwap"), ["NoSwap", "LimitedSwap"]) == [
+        f"LimitedSwap: {m}: no test ran" for m in verdict.CORE_CHECKS]
+
+
+def test_inside_the_gate_a_skip_is_not_covered() -> None:
+    results = passing("NoSwap") + [Result("e2e/test_metrics.py::old[NoSwap]", "NoSwap", "skipped", "needs kubelet >= 1.34")]
+    assert verdict.gate_problems(results, ["NoSwap"]) == [
+        "NoSwap: test_metrics: 1 passed, 0 failed, 1 skipped (needs kubelet >= 1.34)"]
+
+
+def test_a_failure_fails_the_gate_and_workload_controlled_swap_needs_its_own_checks() -> None:
+    failed = passing("LimitedSwap") + [Result("e2e/test_cgroup_limits.py::b[LimitedSwap]", "LimitedSwap", "failed")]
+    assert verdict.gate_problems(failed, ["LimitedSwap"]) == ["LimitedSwap: test_cgroup_limits: 1 passed, 1 failed, 0 skipped"]
+    wcs = passing("WorkloadControlledSwap")  # the shape tests alone cannot tell it from NoSwap
+    assert verdict.gate_problems(wcs, ["WorkloadControlledSwap"]) == [
+        "WorkloadControlledSwap: test_workload_controlled_swap: no test ran"]
+
+
+def test_summary_is_derived_from_results() -> None:
+    results = passing("LimitedSwap") + [
+        Result("e2e/test_metrics.py::a[LimitedSwap]", "LimitedSwap", "skipped", "needs kubelet >= 1.34"),
+        Result("e2e/test_metrics.py::b[LimitedSwap]", "LimitedSwap", "skipped", "needs kubelet >= 1.34"),
+        Result("e2e/test_cgroup_limits.py::x[WorkloadControlledSwap]", "WorkloadControlledSwap", "skipped", "nope"),
+    ]
+    lines = verdict.summary_lines(results, ["LimitedSwap", "WorkloadControlledSwap"], {"LimitedSwap": "kind:c/n"},
+                                  {"WorkloadControlledSwap": "needs a KEP-5359 node image"})
+    assert lines == [
+        "NoSwap: NOT SELECTED",
+        "LimitedSwap: 4 passed, 0 failed, 2 skipped on kind:c/n",
+        "    2 skipped: needs kubelet >= 1.34",
+        "WorkloadControlledSwap: NOT COVERED: needs a KEP-5359 node image",
+    ]
+
+
+# --- whole runs ------------------------------------------------------------------------------
+
+FAKE_PROVIDER = '''
+import pytest
+from clusters.provider import Provider, SwapNode
+
+class FakeProvider(Provider):
+    name = "fake"
+    def __init__(self, progress):
+        self.progress = progress
+    def coverage(self, behaviors):
+        return {b: "a fake cluster has no KEP-5359 build" if b == "WorkloadControlledSwap" else None for b in behaviors}
+    def prepare(self, behaviors):
+        for b in behaviors:
+            self.progress(f"creating the {b} cluster")
+    def node_for(self, behavior):
+        return SwapNode(behavior, "fake", "c", "kc", "node-" + behavior.lower(), "v1.37.1", "6.12.0", 4 << 30,
+                        4 << 30, 2 << 30, True)
+
+@pytest.fixture(scope="session")
+def swap_provider(pytestconfig):
+    import conftest  # the suite's own, as pytest loaded it
+
+    provider = FakeProvider(conftest.progress_for(pytestconfig, "fake"))
+    run_dir = pytestconfig.stash[conftest._run_dir_key]
+    conftest.shared.get_or_create(run_dir, "prepared", lambda: provider.prepare(["NoSwap", "LimitedSwap"]) or {})
+    return provider
+'''
+
+CORE_TEST = '''
+import pytest
+from fake import swap_provider  # noqa: F401 - a module fixture overrides the suite's provider
+
+def test_claim(swap_node):
+    pass
+
+@pytest.mark.needs_behavior("LimitedSwap")
+def test_old(swap_node):
+    pytest.skip("needs kubelet >= 9.99; node runs v1.37.1")
+'''
+
+
+@pytest.fixture
+def gated_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(fake=FAKE_PROVIDER, **{m: CORE_TEST for m in verdict.CORE_CHECKS})
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{pytester.path}")
+    return pytester
+
+
+def run(suite: pytest.Pytester, *args: str):
+    result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={suite.path / 'fake.py'}", *args)
+    return result, result.stdout.str()
+
+
+def test_gate_passes_a_complete_run(gated_suite: pytest.Pytester) -> None:
+    result, out = run(gated_suite, "--gate", "-k", "not old")
+    assert result.ret == 0, out
+    assert "PASSED: every core check of every required behavior ran and passed" in out
+    assert "NoSwap: 4 passed, 0 failed, 0 skipped on fake:c/node-noswap" in out
+
+
+def test_gate_fails_when_the_selected_tests_all_skip(gated_suite: pytest.Pytester) -> None:
+    result, out = run(gated_suite, "--gate", "-k", "old")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "FAILED NoSwap: test_metrics: no test ran" in out
+    assert "FAILED LimitedSwap: test_metrics: 0 passed, 0 failed, 1 skipped (needs kubelet >= 9.99" in out
+
+
+def test_gate_fails_when_a_required_behavior_was_not_selected(gated_suite: pytest.Pytester) -> None:
+    result, out = run(gated_suite, "--gate", "--behaviors", "NoSwap", "-k", "not old")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "FAILED LimitedSwap: test_cgroup_limits: no test ran" in out and "LimitedSwap: NOT SELECTED" in out
+    result, out = run(gated_suite, "--gate", "--behaviors", "NoSwap", "--gate-behaviors", "NoSwap", "-k", "not old")
+    assert result.ret == 0, out
+
+
+def test_without_the_gate_skips_are_reported_not_failed(gated_suite: pytest.Pytester) -> None:
+    result, out = run(gated_suite)
+    assert result.ret == 0, out
+    assert "LimitedSwap: 4 passed, 0 failed, 4 skipped on fake:c/node-limitedswap" in out
+    assert "4 skipped: needs kubelet >= 9.99; node runs v1.37.1" in out
+    assert "WorkloadControlledSwap: NOT COVERED: a fake cluster has no KEP-5359 build" in out
+
+
+@pytest.mark.parametrize("workers", [["-n", "2"], []], ids=["xdist", "one-process"])
+def test_progress_reaches_the_terminal(gated_suite: pytest.Pytester, workers: list[str]) -> None:
+    # In one process, creation runs inside a fixture, where pytest captures output (a version
+    # that wrote past the capture only under xdist showed nothing here).
+    result, out = run(gated_suite, *workers, "-k", "not old")
+    assert result.ret == 0, out
+    # written once (one process prepares for the run), shown live
+    assert out.count("fake: creating the LimitedSwap cluster") == 1, out
+    assert "kube-swap-conformance [" in out
+
+
+def test_unknown_gate_behavior_is_a_usage_error(gated_suite: pytest.Pytester) -> None:
+    result = gated_suite.runpytest_subprocess("--gate-behaviors", "Limited")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gate-behaviors: unknown swap behavior 'Limited'*"])

@@ -1,0 +1,157 @@
+"""The kind host's and the local node image's generated pieces, checked without a VM: the API
+server port map, the rendered kind config, the node image's files and manifests, and the
+accelerator choice."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from clusters import kind_config, versions
+from clusters.behaviors import LIMITED_SWAP
+from clusters.kind_provider import api_ports_from_env
+from clusters.vm import guestfiles, kindhost, nodeimage, qemu
+
+
+def test_api_port_map_round_trips_and_rejects_garbage() -> None:
+    ports = {"ksc-noswap": 40001, "ksc-limitedswap": 40002}
+    assert kindhost.parse_api_ports(kindhost.format_api_ports(ports)) == ports
+    assert kindhost.parse_api_ports("") == {}
+    for bad in ("ksc-noswap", "ksc-noswap=", "=1", "ksc-noswap=x", "ksc-noswap=70000"):
+        with pytest.raises(ValueError, match="KSC_KIND_API_PORTS"):
+            kindhost.parse_api_ports(bad)
+    assert api_ports_from_env({"KSC_KIND_API_PORTS": "ksc-limitedswap=40002"}) == {"ksc-limitedswap": 40002}
+
+
+def test_kind_host_offers_a_port_for_every_suite_cluster() -> None:
+    assert kindhost.cluster_names() == ["ksc-noswap", "ksc-limitedswap", "ksc-workloadcontrolledswap"]
+
+
+def test_rendered_config_fixes_the_api_server_port_only_when_asked() -> None:
+    assert "networking" not in kind_config.render(LIMITED_SWAP)
+    rendered = kind_config.render(LIMITED_SWAP, "kindest/node:v1.37.1", api_server_port=40002)
+    assert rendered["networking"] == {"apiServerPort": 40002}
+    # the committed patch is untouched
+    assert rendered["kubeadmConfigPatches"] == kind_config.load(LIMITED_SWAP)["kubeadmConfigPatches"]
+
+
+@pytest.mark.parametrize(("image", "version"), [
+    ("localhost/kube-swap-conformance/kind-node:v1.37.1-0123456789ab", (1, 37, 1)),
+    ("kindest/node:v1.33.1", (1, 33, 1)),
+    ("kindest/node:v1.37.0-rc.1", (1, 37, 0)),
+])
+def test_image_version_reads_local_node_image_tags(image: str, version: tuple[int, int, int]) -> None:
+    assert kind_config.image_version(image) == version
+
+
+def test_kind_host_guest_relays_and_docker() -> None:
+    files = kindhost.guest_files()
+    relay = files["usr/local/sbin/ksc-relays"].decode()
+    assert "ksc\\.relay_ports=" in relay and f"bind={guestfiles.GUEST_IP}" in relay and "TCP:127.0.0.1" in relay
+    dropin = files["etc/systemd/system/docker.service.d/10-ksc.conf"].decode()
+    assert f"-H tcp://{guestfiles.GUEST_IP}:{kindhost.DOCKER_PORT}" in dropin and "-H fd://" in dropin
+    assert "ksc-swap.service" in dropin  # swap is on before Docker (and kind's kubelets) start
+    assert "docker.service" in kindhost.UNITS.enable["multi-user.target.wants"]
+    assert files["etc/hostname"] == b"ksc-kind-host\n"
+
+
+def test_node_image_files_follow_kinds_node_contract() -> None:
+    files = {k: v.decode() for k, v in nodeimage.node_files("registry.k8s.io/pause:3.10.2").items()}
+    entrypoint = files["usr/local/bin/entrypoint"]
+    assert entrypoint.startswith("#!/bin/sh") and entrypoint.rstrip().endswith('exec "$@"')
+    assert "mount --make-rshared /" in entrypoint and "systemd-machine-id-setup" in entrypoint
+    containerd = files["etc/containerd/config.toml"]
+    # kind reads the snapshotter of a version 3 config from exactly this table for `kind load`
+    assert "version = 3" in containerd and "[plugins.'io.containerd.cri.v1.images']" in containerd
+    assert "snapshotter = 'overlayfs'" in containerd and "SystemdCgroup = true" in containerd
+    assert "sandbox = 'registry.k8s.io/pause:3.10.2'" in containerd
+    kubelet = files["etc/systemd/system/kubelet.service"]
+    # multi-user.target waits for the kubelet's start job: ordering it after the image import
+    # (or containerd) held the target past kind's 30 s (seen for real); it waits in ExecStartPre
+    assert not [line for line in kubelet.splitlines() if line.startswith(("After=", "Wants=", "Requires="))]
+    assert "ExecStartPre=/bin/systemctl start ksc-images.service" in kubelet and "Slice=kubelet.slice" in kubelet
+    assert "ConditionPathExists=/var/lib/kubelet/config.yaml" in kubelet
+    images = files["etc/systemd/system/ksc-images.service"]
+    # kind gives a node 30 s to reach multi-user.target: the import must not hold it up
+    assert "DefaultDependencies=no" in images and "Before=" not in images
+    assert "containerd.service" not in nodeimage.UNITS.enable["multi-user.target.wants"]
+    assert {"modprobe@.service", "systemd-logind.service"} <= set(nodeimage.UNITS.mask)
+    assert f"for tar in {nodeimage.IMAGES_DIR}/*.tar" in files["usr/local/sbin/ksc-images-import"]
+    assert "kubelet.slice" in files["usr/local/sbin/ksc-kubelet-cgroups"]
+    assert yaml.safe_load(files["kind/manifests/default-storage.yaml"])["kind"] == "StorageClass"
+
+
+def test_default_cni_manifest_installs_the_bridge_cni() -> None:
+    docs = {d["kind"]: d for d in yaml.safe_load_all(nodeimage.cni_manifest("localhost/x/bridge-cni:abc"))}
+    assert set(docs) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"}
+    pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["tolerations"] == [{"operator": "Exists"}]
+    container = pod["containers"][0]
+    assert container["image"] == "localhost/x/bridge-cni:abc" and container["imagePullPolicy"] == "Never"
+    assert pod["volumes"][0]["hostPath"]["path"] == "/etc/cni/net.d"
+    assert docs["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    # kind only templates manifests that carry its magic marker; ours must not
+    assert "would you kindly" not in nodeimage.cni_manifest("x:y")
+
+
+def test_bridge_cni_script_writes_the_config_atomically_and_routes_other_nodes() -> None:
+    script = nodeimage.BRIDGE_CNI_SCRIPT
+    assert 'mv "$conf.tmp" "$conf"' in script
+    assert 'ip route replace "$cidr" via "$ip"' in script and '"$name" != "$NODE_NAME"' in script
+    for applet in ("sh", "ip", "sleep", "mv", "cat"):
+        assert applet in nodeimage.BUSYBOX_APPLETS
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
+def test_node_image_shell_scripts_parse() -> None:
+    scripts = {"entrypoint": nodeimage.ENTRYPOINT, "kubelet-cgroups": nodeimage.KUBELET_CGROUPS_SCRIPT,
+               "bridge-cni": nodeimage.BRIDGE_CNI_SCRIPT, "relays": kindhost.RELAY_SCRIPT,
+               "images": guestfiles.images_script(nodeimage.IMAGES_DIR), "bake": nodeimage.BAKE_SCRIPT}
+    for name, text in scripts.items():
+        result = subprocess.run(["sh", "-n"], input=text, capture_output=True, text=True)
+        assert result.returncode == 0, f"{name}: {result.stderr}"
+
+
+def test_accelerator_can_be_forced_and_rejects_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
+    qemu.choose_accel.cache_clear()
+    monkeypatch.setenv("KSC_VM_ACCEL", "tcg")
+    assert qemu.choose_accel() == qemu.Accel("tcg", "forced by KSC_VM_ACCEL=tcg")
+    assert qemu.Accel("kvm", "").argv() == ["-accel", "kvm", "-cpu", "host"]
+    qemu.choose_accel.cache_clear()
+    monkeypatch.setenv("KSC_VM_ACCEL", "xen")
+    with pytest.raises(qemu.QemuError, match="use kvm or tcg"):
+        qemu.choose_accel()
+    qemu.choose_accel.cache_clear()
+
+
+@pytest.mark.skipif(shutil.which(qemu.QEMU) is None, reason="qemu-system-x86_64 is not installed")
+def test_accelerator_probe_agrees_with_qemu_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Independent reading: can QEMU create a KVM machine here at all?
+    monkeypatch.delenv("KSC_VM_ACCEL", raising=False)
+    qemu.choose_accel.cache_clear()
+    accel = qemu.choose_accel()
+    qemu.choose_accel.cache_clear()
+    direct = subprocess.run([qemu.QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "64", "-nodefaults",
+                             "-display", "none", "-S", "-qmp", "stdio"], capture_output=True, timeout=60,
+                            input=b'{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n')
+    assert accel.name == ("kvm" if direct.returncode == 0 else "tcg"), accel
+
+
+def test_pinned_versions_are_one_place() -> None:
+    from clusters.vm import build
+
+    assert build.DEFAULT_K8S_VERSION == versions.KUBERNETES
+    assert build.DEFAULT_CRICTL_VERSION == versions.CRICTL
+
+
+def test_newest_kubernetes_probes_by_name() -> None:
+    served = {"v1.36.3", "v1.36.4", "v1.37.0", "v1.37.1"}  # v1.37.2 listed but not served
+    assert versions.newest_kubernetes("v1.36.3", served.__contains__) == "v1.37.1"
+    assert versions.newest_kubernetes("v1.37.1", served.__contains__) == "v1.37.1"
+    with pytest.raises(LookupError, match="no k8s.io/kubernetes v1.35.0"):
+        versions.newest_kubernetes("v1.35.0", served.__contains__)
+    with pytest.raises(ValueError):
+        versions.newest_kubernetes("latest", served.__contains__)

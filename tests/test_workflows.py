@@ -1,0 +1,233 @@
+"""The CI definitions agree with the repository: the nightly's kind matrix is
+clusters/kind/node-images.yaml, every kind version is clusters/versions.py's KIND, every action
+is pinned by commit, the release gate is a reusable workflow whose inputs the README's example
+uses. Pure Python (PyYAML): no GitHub, no network. actionlint and shellcheck (.ci/run) check the
+rest: expression syntax, action inputs, the shell in every `run:`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clusters import behaviors, versions
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+NIGHTLY = WORKFLOWS / "nightly.yml"
+GATE = WORKFLOWS / "release-gate.yml"
+NODE_IMAGES = ROOT / "clusters" / "kind" / "node-images.yaml"
+README = ROOT / "README.md"
+CI_RUN = ROOT / ".ci" / "run"
+
+SUITE_CLUSTERS = ("ksc-noswap", "ksc-limitedswap")
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*))?$")
+PINNED = re.compile(r"(?P<action>[\w.-]+/[\w./-]+)@(?P<sha>[0-9a-f]{40})")
+NODE_IMAGE = re.compile(r"kindest/node:v(?P<minor>1\.\d+)\.\d+@sha256:[0-9a-f]{64}")
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def triggers(workflow: dict) -> dict:
+    """`on:` (PyYAML reads the bare key `on` as the boolean True)."""
+    on = workflow.get("on", workflow.get(True))
+    return {on: None} if isinstance(on, str) else dict(on)
+
+
+def steps(job: dict) -> list[dict]:
+    return job.get("steps", [])
+
+
+def scripts(job: dict) -> str:
+    return "\n".join(step.get("run", "") for step in steps(job))
+
+
+def node_images() -> dict:
+    return load(NODE_IMAGES)
+
+
+# --- clusters/kind/node-images.yaml ------------------------------------------------------------
+
+def test_node_images_are_kinds_newest_four_minors_pinned_by_digest() -> None:
+    doc = node_images()
+    assert doc["kind"] == versions.KIND, "node-images.yaml must list the node images of the pinned kind"
+    images = doc["images"]
+    assert len(images) == 4
+    minors = [tuple(int(x) for x in minor.split(".")) for minor in images]
+    newest = minors[0]
+    assert minors == [(newest[0], newest[1] - i) for i in range(4)], "four consecutive minors, newest first"
+    assert min(minors) >= versions.MIN_KUBERNETES
+    for minor, image in images.items():
+        match = NODE_IMAGE.fullmatch(image)
+        assert match, f"{minor}: {image!r} is not kindest/node:vX.Y.Z@sha256:<64 hex>"
+        assert match["minor"] == minor, f"{image} is filed under {minor}"
+    assert len(set(images.values())) == 4
+
+
+# --- nightly -----------------------------------------------------------------------------------
+
+def test_nightly_runs_on_schedule_and_by_hand_only() -> None:
+    nightly = load(NIGHTLY)
+    assert set(triggers(nightly)) == {"schedule", "workflow_dispatch"}
+
+
+def test_nightly_kind_matrix_is_node_images_yaml_times_released_behaviors() -> None:
+    jobs = load(NIGHTLY)["jobs"]
+    plan, kind = jobs["plan"], jobs["kind"]
+    # The plan job reads the matrix from node-images.yaml (and the kind pin from versions.py).
+    assert "clusters/kind/node-images.yaml" in scripts(plan)
+    assert "versions.KIND" in scripts(plan)
+    assert kind["needs"] == "plan"
+    strategy = kind["strategy"]
+    assert strategy["fail-fast"] is False
+    assert strategy["matrix"]["node"] == "${{ fromJSON(needs.plan.outputs.nodes) }}"
+    assert strategy["matrix"]["behavior"] == [behaviors.NO_SWAP, behaviors.LIMITED_SWAP]
+    assert kind["env"]["NODE_IMAGE"] == "${{ matrix.node.image }}"
+    assert kind["env"]["KIND_VERSION"] == "${{ needs.plan.outputs.kind-version }}"
+
+
+def test_nightly_kind_lane_runs_the_suite_exports_logs_and_always_deletes() -> None:
+    kind = load(NIGHTLY)["jobs"]["kind"]
+    run = scripts(kind)
+    assert 'go install "sigs.k8s.io/kind@$KIND_VERSION"' in run
+    assert '$(go env GOPATH)/bin" >> "$GITHUB_PATH"' in run  # first on PATH from the next step on
+    assert "swapon" in run and "mkswap" in run
+    suite = " ".join(next(s["run"] for s in steps(kind) if "pytest e2e" in s.get("run", "")).split())
+    for flag in ("--provider kind", '--behaviors "$BEHAVIOR"', '--node-image "$NODE_IMAGE"', "--keep-clusters",
+                 "--junitxml=results/junit.xml"):
+        assert flag in suite
+    export = next(s for s in steps(kind) if "kind export logs" in s.get("run", ""))
+    delete = next(s for s in steps(kind) if "kind delete cluster" in s.get("run", ""))
+    assert export["if"] == "failure()" and delete["if"] == "always()"
+    for cluster in SUITE_CLUSTERS:
+        assert cluster in export["run"] and cluster in delete["run"]
+    names = [s.get("uses", "").split("@")[0] for s in steps(kind)]
+    assert "actions/upload-artifact" in names
+    assert any("GITHUB_STEP_SUMMARY" in s.get("run", "") and "junit.xml" in s.get("run", "") for s in steps(kind))
+
+
+def test_nightly_vm_lane_uses_kvm_on_both_guest_kernels() -> None:
+    vm = load(NIGHTLY)["jobs"]["vm-kvm"]
+    assert vm["strategy"]["fail-fast"] is False
+    assert sorted(vm["strategy"]["matrix"]["kernel"]) == ["6.1", "6.12"]
+    run = scripts(vm)
+    assert "/dev/kvm" in run
+    for package in ("qemu-system-x86", "qemu-utils", "debootstrap", "libseccomp-dev", "e2fsprogs"):
+        assert package in run
+    suite = " ".join(next(s["run"] for s in steps(vm) if "pytest e2e" in s.get("run", "")).split())
+    assert 'sudo -E env PATH="$PATH" python -m pytest e2e --provider vm --behaviors NoSwap,LimitedSwap' in suite
+    assert '--vm-kernel "$KERNEL"' in suite and "--junitxml=" in suite
+    assert any(s.get("uses", "").startswith("actions/cache@") for s in steps(vm))
+
+
+# --- the release gate --------------------------------------------------------------------------
+
+def gate_interface() -> tuple[dict, dict, dict, dict]:
+    on = triggers(load(GATE))
+    call, dispatch = on["workflow_call"], on["workflow_dispatch"]
+    return call["inputs"], call.get("secrets", {}), call["outputs"], dispatch["inputs"]
+
+
+def test_release_gate_is_a_reusable_workflow_without_a_tag_trigger() -> None:
+    on = triggers(load(GATE))
+    assert set(on) == {"workflow_call", "workflow_dispatch"}
+    inputs, secrets, outputs, dispatch_inputs = gate_interface()
+    assert {"node-image", "kind-version", "behaviors"} <= set(inputs)
+    def shape(declared: dict) -> dict:
+        return {name: (i.get("type"), i.get("required", False), i.get("default")) for name, i in declared.items()}
+
+    assert shape(inputs) == shape(dispatch_inputs), "workflow_dispatch takes the same inputs as workflow_call"
+    assert inputs["kind-version"]["default"] == versions.KIND
+    assert inputs["behaviors"]["default"] == "NoSwap,LimitedSwap"
+    assert secrets["kubeconfig"]["required"] is False
+    assert set(outputs) == {"verdict", "report-artifact"}
+
+
+def test_release_gate_runs_the_suite_in_gate_mode_on_kind_or_an_existing_cluster() -> None:
+    gate = load(GATE)["jobs"]["gate"]
+    run = scripts(gate)
+    assert '--gate --gate-behaviors "$BEHAVIORS" --behaviors "$BEHAVIORS"' in run
+    assert '--provider existing --kubeconfig "$RUNNER_TEMP/gate-kubeconfig"' in run
+    assert "--provider kind" in run and '--node-image "$NODE_IMAGE"' in run
+    assert "secrets.kubeconfig" in GATE.read_text()
+    for cluster in SUITE_CLUSTERS:
+        assert cluster in run
+    assert gate["outputs"]["verdict"].startswith("${{ steps.suite.outputs.verdict")
+
+
+# --- every workflow ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", [NIGHTLY, GATE], ids=lambda p: p.name)
+def test_least_privilege_concurrency_and_timeouts(path: Path) -> None:
+    workflow = load(path)
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow.get("concurrency") or all(job.get("concurrency") for job in workflow["jobs"].values())
+    for name, job in workflow["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int), f"{path.name}: job {name} has no timeout-minutes"
+
+
+def test_every_action_is_pinned_by_commit_with_its_tag_in_a_comment() -> None:
+    pins: dict[str, set[str]] = {}
+    found = 0
+    for path in sorted(WORKFLOWS.glob("*.y*ml")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = USES.match(line)
+            if not match:
+                continue
+            found += 1
+            where = f"{path.name}:{number}: {line.strip()}"
+            pinned = PINNED.fullmatch(match["ref"])
+            assert pinned, f"{where}: not pinned to a 40-hex commit SHA"
+            assert match["comment"] and re.fullmatch(r"v\d+(\.\d+)*", match["comment"].strip()), \
+                f"{where}: the tag the SHA was taken from belongs in a comment (# vX.Y.Z)"
+            pins.setdefault(pinned["action"], set()).add(match["ref"] + " " + match["comment"].strip())
+    assert found
+    for action, refs in pins.items():
+        assert len(refs) == 1, f"{action} is pinned differently across workflows: {sorted(refs)}"
+
+
+def test_kind_and_actionlint_versions_agree_everywhere() -> None:
+    assert node_images()["kind"] == versions.KIND
+    assert gate_interface()[0]["kind-version"]["default"] == versions.KIND
+    for path in (NIGHTLY, GATE):
+        # No workflow hard-codes another kind release.
+        for release in re.findall(r"sigs\.k8s\.io/kind@(v[\d.]+)", path.read_text()):
+            assert release == versions.KIND, f"{path.name} installs kind {release}"
+    pinned = re.search(r"^actionlint_version=(\S+)$", CI_RUN.read_text(), re.M)
+    assert pinned, ".ci/run pins actionlint"
+    assert load(NIGHTLY)["env"]["ACTIONLINT_VERSION"] == pinned[1]
+
+
+# --- the README's example ----------------------------------------------------------------------
+
+def readme_gate_callers(text: str) -> list[tuple[dict, dict]]:
+    """(jobs, caller job) for every job in the README's YAML blocks that uses release-gate.yml."""
+    found = []
+    for block in re.findall(r"```ya?ml\n(.*?)```", text, re.S):
+        doc = yaml.safe_load(block)
+        jobs = doc.get("jobs", {}) if isinstance(doc, dict) else {}
+        for job in jobs.values():
+            if isinstance(job, dict) and ".github/workflows/release-gate.yml@" in str(job.get("uses", "")):
+                found.append((jobs, job))
+    return found
+
+
+def test_readme_example_calls_the_gate_with_its_declared_inputs() -> None:
+    text = README.read_text()
+    if not re.search(r"^\s*(?:-\s+)?uses:", text, re.M):
+        pytest.skip("README.md has no `uses:` line yet (its CI section is not merged): nothing to check")
+    callers = readme_gate_callers(text)
+    assert callers, "README.md's `uses:` example does not call .github/workflows/release-gate.yml"
+    inputs, secrets, _, _ = gate_interface()
+    for jobs, caller in callers:
+        assert set(caller.get("with", {})) <= set(inputs), f"undeclared inputs: {set(caller['with']) - set(inputs)}"
+        assert set(caller.get("secrets", {})) <= set(secrets)
+        name = next(n for n, j in jobs.items() if j is caller)
+        needing = [j for j in jobs.values() if name in ([j["needs"]] if isinstance(j.get("needs"), str)
+                                                        else j.get("needs", []))]
+        assert needing, f"no job of the example `needs: {name}` (the release must wait for the gate)"
