@@ -1,0 +1,121 @@
+"""Benchmark of the kind path on the kind host VM (not a test); prints a table and JSON.
+
+    python bench/kind_bench.py [--cold] [--suite] [--keep]
+
+* node image: ``--cold`` drops the kind-node rootfs and image caches first and measures the
+  build from the cached Go binaries (their own cold build is bench/vm_bench.py's figure);
+  then the cached build (hashing inputs only).
+* kind host start: boot -> Docker answers, then loading and baking the node image.
+* ``kind create cluster`` per behavior, through the suite's KindProvider (committed configs,
+  the emulated-host profile under TCG), until its worker is Ready with the behavior.
+* ``--suite``: the whole conformance suite for NoSwap and LimitedSwap on kind, with ``-n 2``
+  and without ``-n`` (each on fresh clusters), as subprocesses: wall time and the summary line.
+
+Everything it creates is deleted at the end (``--keep`` leaves the kind host up).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.vm_bench import host_description  # noqa: E402
+from clusters import kind_config, shared  # noqa: E402
+from clusters.behaviors import LIMITED_SWAP, NO_SWAP  # noqa: E402
+from clusters.kind_provider import KindProvider  # noqa: E402
+from clusters.vm import nodeimage  # noqa: E402
+from clusters.vm.kindhost import CONFIG_PATCH_ENV, KindHost  # noqa: E402
+from clusters.vm.paths import cache_root  # noqa: E402
+
+BEHAVIORS = (NO_SWAP, LIMITED_SWAP)
+
+
+def timed(rows: list[tuple[str, str]], label: str, fn):
+    t0 = time.monotonic()
+    result = fn()
+    rows.append((label, f"{time.monotonic() - t0:.0f} s"))
+    return result
+
+
+def run_suite(env: dict[str, str], image: str, workers: int | None) -> tuple[float, str]:
+    argv = [sys.executable, "-m", "pytest", "e2e", "--provider", "kind", "--behaviors", ",".join(BEHAVIORS),
+            "--node-image", image, "-p", "no:cacheprovider", "-q"]
+    if workers:
+        argv += ["-n", str(workers)]
+    t0 = time.monotonic()
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
+    return time.monotonic() - t0, (lines[-1].strip("= ") if lines else f"exit {done.returncode}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cold", action="store_true", help="rebuild the node image's rootfs and archive first")
+    ap.add_argument("--suite", action="store_true", help="also run the whole suite with -n 2 and without -n")
+    ap.add_argument("--keep", action="store_true", help="leave the kind host running")
+    a = ap.parse_args()
+    root = cache_root()
+    rows: list[tuple[str, str]] = [("host", host_description())]
+
+    if a.cold:
+        shutil.rmtree(root / "vm" / "rootfs" / nodeimage.RECIPE.key(), ignore_errors=True)
+        shutil.rmtree(root / "vm" / "kind-node", ignore_errors=True)
+        built = timed(rows, "node image, cold (rootfs + parts + archive; Go binaries cached)",
+                      nodeimage.build_node_image)
+    else:
+        built = nodeimage.build_node_image()
+    timed(rows, "node image, cached", nodeimage.build_node_image)
+    rows.append(("  archive", f"{built.archive.stat().st_size >> 20} MiB, {built.ref}"))
+
+    host = KindHost()
+    host.down(quiet=True)
+    state = timed(rows, "kind host start (boot, Docker, load + bake the node image)", lambda: host.up([built]))
+    for name, seconds in host.timings.items():
+        rows.append((f"  {name}", f"{seconds:.0f} s"))
+    rows.append(("  accelerator", state.accel))
+    env = dict(os.environ, **state.env(), PATH=f"{Path.home() / 'go' / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    kind = shutil.which("kind", path=env["PATH"]) or "kind"
+    try:
+        os.environ.update(state.env())
+        run_dir = Path(tempfile.mkdtemp(prefix="ksc-bench-"))
+        patch = env.get(CONFIG_PATCH_ENV)
+        provider = KindProvider(kind, built.ref, run_dir, reuse=False, api_ports=state.api_ports,
+                                config_patch=Path(patch) if patch else None)
+        try:
+            for behavior in BEHAVIORS:
+                node = timed(rows, f"kind create cluster {kind_config.cluster_name(behavior)} -> worker Ready",
+                             lambda b=behavior: provider.node_for(b))
+                rows.append((f"  {node.name}", f"{node.kubelet_version}, kernel {node.kernel},"
+                                               f" memory {node.memory_capacity}, swap {node.swap_capacity}"))
+        finally:
+            for message in provider.teardown(shared.created(run_dir)):
+                rows.append(("  teardown", message))
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if a.suite:
+            for workers in (2, None):
+                seconds, summary = run_suite(env, built.ref, workers)
+                rows.append((f"suite NoSwap+LimitedSwap on kind, {'-n 2' if workers else 'no -n'}",
+                             f"{seconds:.0f} s: {summary}"))
+    finally:
+        if not a.keep:
+            host.down(quiet=True)
+    width = max(len(k) for k, _ in rows)
+    print()
+    for k, v in rows:
+        print(f"{k.ljust(width)}  {v}")
+    print(json.dumps(dict(rows)), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
