@@ -26,7 +26,7 @@ from clusters import behaviors as swap_behaviors
 from clusters import progress, shared
 from clusters.preflight import PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
-from e2e import gate, verdict
+from e2e import gate, record, verdict
 from e2e.gate import could_not_test
 
 PROVIDERS = ("kind", "existing", "vm")
@@ -81,6 +81,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="release gate: the run fails unless every required behavior had all its core checks"
                          " (cgroup limits, memory-backed volumes, stress outcomes, metrics) pass; a skip counts"
                          " as not tested")
+    group.addoption("--results-dir", default="results", type=Path,
+                    help="where a run of the suite writes its report: junit.xml (unless --junitxml),"
+                         " matrix.md, report.html and plots/ (default: ./results)")
     group.addoption("--gate-behaviors", default=None,
                     help="behaviors the gate requires (default NoSwap,LimitedSwap, plus WorkloadControlledSwap"
                          " where the provider can offer it)")
@@ -130,14 +133,36 @@ def _gate_behaviors(config: pytest.Config) -> list[str] | None:
         raise pytest.UsageError(f"--gate-behaviors: {error}") from None
 
 
+E2E_DIR = Path(__file__).parent / "e2e"
+
+
+def _runs_the_suite(config: pytest.Config) -> bool:
+    """Whether the command line selects conformance tests (e2e/), not only self-tests."""
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        if path in (E2E_DIR, E2E_DIR.parent) or E2E_DIR in path.parents:
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # The JUnit XML goes with the rest of the report unless --junitxml says otherwise (before
+    # pytest's junitxml plugin reads the option in its pytest_configure).
+    if not config.option.xmlpath and _runs_the_suite(config):
+        config.option.xmlpath = str(config.getoption("results_dir") / "junit.xml")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _sigterm_is_ctrl_c()
     config.stash[_behaviors_key] = _selected_behaviors(config)
     config.stash[_gate_required_key] = _gate_behaviors(config)
     config.stash[_phases_key] = []
     config.stash[gate.REQUIRED_KEY] = functools.cache(lambda: _required_behaviors(config))
+    config.stash[_records_key] = {}
     if not _is_worker(config):
-        config.pluginmanager.register(_ResultRecorder(config.stash[_phases_key]), "ksc-result-recorder")
+        config.pluginmanager.register(_ResultRecorder(config.stash[_phases_key], config.stash[_records_key]),
+                                      "ksc-result-recorder")
     if config.getoption("provider") == "existing":
         _kubeconfig(config)
     if config.getoption("provider") == "kind":
@@ -417,11 +442,13 @@ class _ResultRecorder:
     """Every phase of every test with the behavior it ran on (on the controller, xdist hands
     over the workers' reports, user properties included)."""
 
-    def __init__(self, phases: list):
+    def __init__(self, phases: list, properties: dict[str, list]):
         self.phases = phases
+        self.properties = properties  # nodeid -> user properties, over all phases
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         behavior = dict(report.user_properties).get(verdict.BEHAVIOR_PROPERTY, "")
+        self.properties.setdefault(report.nodeid, []).extend(report.user_properties)
         reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = str(report.longrepr[2]).removeprefix("Skipped: ")
@@ -484,6 +511,7 @@ def _finish(session: pytest.Session, config: pytest.Config) -> None:
         config.stash[_gate_key] = (required, problems)
         if problems and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    _write_report(config)
     created = shared.created(run_dir)
     if not created:
         return
@@ -504,6 +532,31 @@ def _kept(run_dir: Path, entry: dict) -> str:
 
 _teardown_key = pytest.StashKey[list]()
 _gate_key = pytest.StashKey[tuple]()
+_records_key = pytest.StashKey[dict]()
+_report_key = pytest.StashKey[tuple]()
+
+
+def _report_run(config: pytest.Config):
+    from e2e import report
+
+    nodes, not_covered = _coverage_records(config)
+    records = {nodeid: record.records(props) for nodeid, props in config.stash.get(_records_key, {}).items()}
+    return report.Run(_results(config), records, config.stash[_behaviors_key], nodes, not_covered,
+                      config.stash.get(_gate_key, None))
+
+
+def _write_report(config: pytest.Config) -> None:
+    """The results directory, whenever conformance tests ran (self-test runs have no results)."""
+    from e2e import report
+
+    if not _results(config):
+        return
+    run = _report_run(config)
+    try:
+        path = report.write(Path(config.invocation_params.dir, config.getoption("results_dir")).resolve(), run)
+        config.stash[_report_key] = (run, f"report: {path} (matrix.md beside it, plots in {path.parent / report.PLOTS})")
+    except Exception as error:  # noqa: BLE001 - the verdict stands without its report; say so loudly
+        config.stash[_report_key] = (run, f"REPORT NOT WRITTEN to {config.getoption('results_dir')}: {error!r}")
 
 
 def _coverage_records(config: pytest.Config) -> tuple[dict[str, str], dict[str, str]]:
@@ -529,6 +582,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if not (results or teardown or gate):
         return
     nodes, not_covered = _coverage_records(config)
+    written = config.stash.get(_report_key, None)
+    if written:
+        from e2e import report
+
+        terminalreporter.section("conformance matrix")
+        for line in report.terminal_lines(written[0]) + [written[1]]:
+            terminalreporter.write_line(line)
     terminalreporter.section("swap coverage")
     for line in verdict.summary_lines(results, config.stash[_behaviors_key], nodes, not_covered) + teardown:
         terminalreporter.write_line(line)

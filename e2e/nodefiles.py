@@ -7,9 +7,12 @@ cgroup namespace, the same tree the kubelet and its cAdvisor see as "/"."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from e2e.conftest import Workspace
 from workloads.pods import labels
+
+if TYPE_CHECKING:
+    from e2e.conftest import Workspace
 
 HOST_CGROUP = "/host-cgroup"
 

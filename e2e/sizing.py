@@ -37,7 +37,7 @@ def swapping_past_limit(ws: Workspace, name: str) -> tuple[Sizing, int]:
     size = burstable_sizing(ws.node, headroom=32 * Mi)
     target = size.limit + size.swap_limit // 2
     requests, limits = size.resources()
-    ws.deploy(stress_pod(name, ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
+    ws.deploy_sampled(stress_pod(name, ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits))
     ws.running(name)
     ws.observer.wait_log_line(ws.namespace, name, "stress", f"holding {target}")
     return size, target

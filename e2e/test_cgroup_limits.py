@@ -13,6 +13,7 @@ from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.conftest import observer_of
 from e2e.observe import NodeObserver, unique_name
+from e2e.record import Recorder
 from workloads.pods import QOS_SHAPES, PodShape, labels
 
 CRITICAL_PRIORITY = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
@@ -78,7 +79,7 @@ def test_pod_is_the_shape_that_was_built(swap_node: SwapNode, shape_pods: ShapeP
 
 
 @pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
-def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape) -> None:
+def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape, record: Recorder) -> None:
     pod = shape_pods.pods[shape.id]
     mismatches = []
     for container in shape.container_names():
@@ -87,19 +88,21 @@ def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodS
         )
         want = oracle.readback_swap_max(decision.value)
         got = shape_pods.read(shape, container, "memory.swap.max")
-        if got != want:
+        if not record.check(f"memory.swap.max of {container}", want, got, str(decision)):
             mismatches.append(f"{container}: memory.swap.max reads {got}, expected {want}: {decision}")
     assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
 
 
 @pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
-def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape) -> None:
+def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape, record: Recorder) -> None:
     pod = shape_pods.pods[shape.id]
     mismatches = []
     for container in shape.container_names():
         want = oracle.expected_memory_max(pod, container)
         got = shape_pods.read(shape, container, "memory.max")
-        if got != want:
+        limit = next((c.get("resources", {}).get("limits", {}).get("memory") for c in pod["spec"]["containers"]
+                      if c["name"] == container), None)
+        if not record.check(f"memory.max of {container}", want, got, f"limits.memory {limit or 'none'}"):
             mismatches.append(f"{container}: memory.max reads {got}, expected {want}")
     assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
 

@@ -75,12 +75,17 @@ def test_memory_backed_volume_mounts(swap_node: SwapNode, workspace: Callable[[S
         if mount.fstype != "tmpfs":
             problems.append(f"{volume.name}: fstype {mount.fstype}, expected tmpfs")
         want_noswap = oracle.expects_noswap(volume, has_noswap)
-        if ("noswap" in mount.options) != want_noswap:
+        if not ws.record.check(f"{volume.name}: noswap mount option", "present" if want_noswap else "absent",
+                               "present" if "noswap" in mount.options else "absent",
+                               f"{volume.kind}, kernel {swap_node.kernel},"
+                               f" noswap supported {has_noswap}"):
             problems.append(f"{volume.name}: noswap {'missing' if want_noswap else 'present'} in {sorted(mount.options)}"
                             f" (kernel {swap_node.kernel}, noswap supported: {has_noswap})")
         size = oracle.expected_tmpfs_size(volume, pod, swap_node.memory_allocatable)
         want_size = f"{oracle.readback_tmpfs_size_kib(size)}k"
-        if mount.option("size") != want_size:
+        if not ws.record.check(f"{volume.name}: tmpfs size", want_size, mount.option("size"),
+                               f"sizeLimit {volume.size_limit}, pod limit {oracle.pod_memory_limit(pod)},"
+                               f" allocatable {swap_node.memory_allocatable}"):
             problems.append(f"{volume.name}: size={mount.option('size')}, expected {want_size} ({size} bytes:"
                             f" sizeLimit {volume.size_limit}, pod limit {oracle.pod_memory_limit(pod)},"
                             f" allocatable {swap_node.memory_allocatable})")

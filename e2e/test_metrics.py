@@ -44,7 +44,8 @@ def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Calla
     ws.running("reader")
     mem_total = meminfo(ws, "reader", "stress")["MemTotal"]
     capacity = ws.observer.node_status()["status"]["capacity"]["memory"]
-    assert int(parse_quantity(capacity)) == mem_total, f"capacity.memory {capacity}; MemTotal {mem_total}"
+    assert ws.record.check("status.capacity.memory", mem_total, int(parse_quantity(capacity)), "MemTotal (/proc/meminfo)"), \
+        f"capacity.memory {capacity}; MemTotal {mem_total}"
     assert swap_node.memory_capacity == mem_total  # what every expectation of the run was computed from
 
 
@@ -56,7 +57,8 @@ def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callab
     swap_total = meminfo(ws, "reader", "stress")["SwapTotal"]  # /proc/meminfo is the node's
     info = ws.observer.node_status()["status"]["nodeInfo"]
     assert swap_total > 0, "the node has no swap provisioned"
-    assert (info.get("swap") or {}).get("capacity") == swap_total, f"nodeInfo {info}; SwapTotal {swap_total}"
+    assert ws.record.check("nodeInfo.swap.capacity", swap_total, (info.get("swap") or {}).get("capacity"),
+                           "SwapTotal (/proc/meminfo)"), f"nodeInfo {info}; SwapTotal {swap_total}"
 
 
 @dataclass
@@ -163,4 +165,6 @@ def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod:
                  pod="swapping")
     swap_max = int(swapping_pod.node_files.cgroup_file(swapping_pod.container_id, "memory.swap.max")[1])
     assert limit is not None, f"no container_swap_limit_bytes for {ws.namespace}/swapping/stress"
-    assert limit.value == swap_max, f"container_swap_limit_bytes {limit.value}, memory.swap.max {swap_max}"
+    assert ws.record.check("container_swap_limit_bytes", swap_max, limit.value, "the container's memory.swap.max",
+                           ok=limit.value == swap_max), \
+        f"container_swap_limit_bytes {limit.value}, memory.swap.max {swap_max}"

@@ -42,12 +42,14 @@ def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, 
     swap_current = int(ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.current"))
     events = memory_events(ws, "over-limit")
     context = f"{size}, target {target}, swap.current {swap_current}, events {events}\n" + ws.explain("over-limit")
-    assert swap_max == oracle.readback_swap_max(size.swap_limit), context
+    inputs = f"{size}, allocated {target}"
+    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, inputs), context
     # Every touched page is in RAM or in swap, and RAM holds at most memory.max: so at least the
     # part above the limit is in swap, exactly, whatever else is charged.
-    assert swap_current >= target - size.limit, context
-    assert swap_current <= int(swap_max), context
-    assert events["oom_kill"] == 0, context
+    low = target - size.limit
+    assert ws.record.check("memory.swap.current", f">= {low} (allocated - limit), <= {swap_max}", swap_current, inputs,
+                           ok=low <= swap_current <= int(swap_max)), context
+    assert ws.record.check("oom_kill events", 0, events["oom_kill"], inputs), context
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
@@ -56,15 +58,18 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit + 32 * Mi
     requests, limits = size.resources()
-    ws.deploy(stress_pod("beyond", ws.image, ws.namespace, ws.test, alloc_command(target, step=STEP), requests, limits))
+    ws.deploy_sampled(stress_pod("beyond", ws.image, ws.namespace, ws.test, alloc_command(target, step=STEP), requests, limits))
     terminated = ws.observer.wait_terminated(ws.namespace, "beyond", "stress")
     allocated = allocated_before_kill(ws.observer.log(ws.namespace, "beyond", "stress"))
     capacity = size.limit + oracle.readback_bytes(size.swap_limit)  # memory.max + memory.swap.max
     context = (f"{size}, target {target}, last allocated {allocated}, limit + swap.max {capacity}"
                f" (short by {capacity - allocated}): {terminated}\n" + ws.explain("beyond"))
-    assert terminated.get("reason") == "OOMKilled", context
+    inputs = f"{size}, target {target}"
+    assert ws.record.check("termination reason", "OOMKilled", terminated.get("reason"), inputs), context
     # Killed where memory and swap ran out together, not earlier (swap refused) nor later.
-    assert capacity - STEP - OVERHEAD_BOUND <= allocated < capacity, context
+    low = capacity - STEP - OVERHEAD_BOUND
+    assert ws.record.check("allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max {capacity},"
+                           f" less a step and overhead)", allocated, inputs, ok=low <= allocated < capacity), context
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
@@ -80,35 +85,20 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     # sample the cgroup while it fills.
     resources = {"memory": size.limit, "cpu": GUARANTEED["cpu"]}
     command = alloc_command(target, step=STEP, interval="250ms")
-    ws.deploy(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, command, resources, resources))
-    samples = sample_until_terminated(ws, "guaranteed")
+    ws.deploy_sampled(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, command, resources, resources))
     terminated = ws.observer.wait_terminated(ws.namespace, "guaranteed", "stress")
+    series = ws.samples("guaranteed")  # memory.current / memory.swap.current every 100 ms until the kill
     pod = ws.observer.pod(ws.namespace, "guaranteed")
-    context = f"limit {size.limit}, target {target}, samples {samples}: {terminated}\n" + ws.explain("guaranteed")
+    samples = list(zip(series.current, series.swap))
+    context = (f"limit {size.limit}, target {target}, {len(samples)} samples, last {samples[-5:]}: {terminated}\n"
+               + ws.explain("guaranteed"))
+    inputs = f"limit {size.limit}, target {target}"
     assert pod["status"]["qosClass"] == "Guaranteed", context
-    assert terminated.get("reason") == "OOMKilled", context
+    assert ws.record.check("termination reason", "OOMKilled", terminated.get("reason"), inputs), context
     assert any(current > size.limit // 2 for current, _ in samples), "no sample while it filled: " + context
-    assert all(swap == 0 for _, swap in samples), context
-
-
-def sample_until_terminated(ws: Workspace, pod: str) -> list[tuple[int, int]]:
-    """(memory.current, memory.swap.current) read repeatedly while the container runs."""
-    samples: list[tuple[int, int]] = []
-
-    def probe() -> bool | None:
-        if ws.observer.terminated(ws.observer.pod(ws.namespace, pod), "stress"):
-            return True
-        try:
-            text = ws.observer.exec(ws.namespace, pod, "stress", ["/swapstress", "cat", "/sys/fs/cgroup/memory.current",
-                                                                  "/sys/fs/cgroup/memory.swap.current"]).stdout
-        except Exception:  # noqa: BLE001 - killed mid-read ("container not found"): the next round sees it ended
-            return None
-        current, swap = (int(v) for v in text.split())
-        samples.append((current, swap))
-        return None
-
-    wait_for(f"{ws.namespace}/{pod} to be OOM-killed", probe, 900, lambda: f"samples {samples[-3:]}")
-    return samples
+    assert ws.record.check("memory.swap.max", 0, series.swap_max if series.swap_max is not None else "max", inputs), context
+    assert ws.record.check("memory.swap.current, every sample", 0, max((s for _, s in samples if s is not None), default=None),
+                           f"{inputs}, {len(samples)} samples", ok=all(s == 0 for _, s in samples)), context
 
 
 def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
@@ -142,16 +132,19 @@ def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Wo
     hold = size.limit * 5 // 8 // Mi * Mi
     assert size.limit < 2 * hold < size.limit + size.swap_limit - 16 * Mi, size  # the spec is meaningful
     requests, limits = size.resources()
-    ws.deploy(stress_pod("spike", ws.image, ws.namespace, ws.test, fork_spike_command(hold), requests, limits))
+    ws.deploy_sampled(stress_pod("spike", ws.image, ws.namespace, ws.test, fork_spike_command(hold), requests, limits))
     # No wait for Running: under NoSwap the container may be OOM-killed before it is seen running.
     log, terminated = spike_finished(ws, "spike")
     context = f"{size}, hold {hold}\n{log}\n" + ws.explain("spike")
+    inputs = f"{size}, hold {hold}, behavior {swap_node.behavior}"
     if swap_node.behavior == "LimitedSwap":
-        assert terminated is None, context
+        assert ws.record.check("spike outcome", "survived", "survived" if terminated is None else terminated.get("reason"),
+                               inputs), context
         assert "child-exited 0 iteration=1" in log and "done failures=0" in log, context
         assert memory_events(ws, "spike")["oom_kill"] == 0, context
     else:
         killed = "child-killed 9" in log or (terminated or {}).get("reason") == "OOMKilled"
-        assert killed, context
+        assert ws.record.check("spike outcome", "OOM kill (child-killed 9 or container OOMKilled)",
+                               "OOM kill" if killed else "survived", inputs, ok=killed), context
         if terminated is None:
             assert memory_events(ws, "spike")["oom_kill"] >= 1, context

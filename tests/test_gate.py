@@ -163,6 +163,30 @@ def test_without_the_gate_skips_are_reported_not_failed(gated_suite: pytest.Pyte
     assert "WorkloadControlledSwap: NOT COVERED: a fake cluster has no KEP-5359 build" in out
 
 
+RECORDING_TEST = '''
+from fake import swap_provider  # noqa: F401
+from e2e.record import Recorder, Series
+
+def test_records(swap_node, request):
+    recorder = Recorder(request.node.user_properties)
+    recorder.series(Series("pod/stress", [0.0, 1.0], [1 << 20, 2 << 20], [0, 1 << 20], 2 << 20, 1 << 20))
+    assert recorder.check("memory.swap.max of stress", "1048576", "1048576" if swap_node.behavior == "LimitedSwap" else "0",
+                          "request 1Mi")
+'''
+
+
+def test_a_run_writes_its_report_even_from_xdist_workers(gated_suite: pytest.Pytester) -> None:
+    gated_suite.makepyfile(test_recording=RECORDING_TEST)
+    result, out = run(gated_suite, "-n", "2", "-k", "records", "--results-dir", "out")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out  # NoSwap reads 0 where 1048576 is expected
+    assert "conformance matrix" in out and "test_recording::test_records  ✗ 1 failed  ✓ 1" in out
+    results = gated_suite.path / "out"
+    assert f"report: {results / 'report.html'}" in out
+    markdown = (results / "matrix.md").read_text()
+    assert "| test_recording::test_records | memory.swap.max of stress | 1048576 | request 1Mi | 0 | ✗ failed |" in markdown
+    assert len(list((results / "plots").glob("*.png"))) == 2
+
+
 @pytest.mark.parametrize("workers", [["-n", "2"], []], ids=["xdist", "one-process"])
 def test_progress_reaches_the_terminal(gated_suite: pytest.Pytester, workers: list[str]) -> None:
     # In one process, creation runs inside a fixture, where pytest captures output (a version

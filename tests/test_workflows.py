@@ -231,3 +231,13 @@ def test_readme_example_calls_the_gate_with_its_declared_inputs() -> None:
         needing = [j for j in jobs.values() if name in ([j["needs"]] if isinstance(j.get("needs"), str)
                                                         else j.get("needs", []))]
         assert needing, f"no job of the example `needs: {name}` (the release must wait for the gate)"
+
+
+@pytest.mark.parametrize("workflow", [NIGHTLY, GATE], ids=["nightly", "release-gate"])
+def test_step_summaries_show_the_matrix_the_suite_writes_where_it_is_uploaded(workflow: Path) -> None:
+    from e2e import report
+
+    text = workflow.read_text()
+    assert f"results/{report.MATRIX_MD}" in text and "path: results/" in text
+    conftest = (ROOT / "conftest.py").read_text()
+    assert '"--results-dir", default="results"' in conftest  # the suite writes there by default

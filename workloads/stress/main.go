@@ -14,6 +14,7 @@
 //	swapstress resident FILE...            bytes of each file resident in memory (mincore)
 //	swapstress probe-noswap                does the kernel accept tmpfs noswap? (privileged)
 //	swapstress find-cgroup ROOT ID FILE    a file of the cgroup named for a container id
+//	swapstress sample-cgroups ROOT         sample a pod's containers' memory (pod named on stdin)
 //
 // Progress goes to stdout as one event per line, "<event> <value> [key=value ...]", written
 // with a single write(2) each so nothing is lost when the process is OOM-killed.
@@ -31,17 +32,18 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"pause":        {runPause, "block until SIGTERM/SIGINT, reaping zombies (pod sandbox)"},
-	"sleep":        {runPause, "same as pause"},
-	"alloc":        {runAlloc, "allocate and touch anonymous memory gradually, then hold"},
-	"forkspike":    {runForkSpike, "hold memory, fork, dirty the child's copy, exec (static C helper)"},
-	"fill":         {runFill, "write BYTES into a file, fsync, optionally hold"},
-	"cat":          {runCat, "print files"},
-	"mountinfo":    {runMountinfo, "print /proc/self/mountinfo"},
-	"true":         {func([]string) error { return nil }, "exit 0"},
-	"find-cgroup":  {runFindCgroup, "print a file of the cgroup whose directory names a container id"},
-	"resident":     {runResident, "bytes of each file resident in memory (mincore), e.g. tmpfs pages not swapped"},
-	"probe-noswap": {runProbeNoswap, "mount a tmpfs with noswap, as the kubelet's probe does (privileged)"},
+	"pause":          {runPause, "block until SIGTERM/SIGINT, reaping zombies (pod sandbox)"},
+	"sleep":          {runPause, "same as pause"},
+	"alloc":          {runAlloc, "allocate and touch anonymous memory gradually, then hold"},
+	"forkspike":      {runForkSpike, "hold memory, fork, dirty the child's copy, exec (static C helper)"},
+	"fill":           {runFill, "write BYTES into a file, fsync, optionally hold"},
+	"cat":            {runCat, "print files"},
+	"mountinfo":      {runMountinfo, "print /proc/self/mountinfo"},
+	"true":           {func([]string) error { return nil }, "exit 0"},
+	"find-cgroup":    {runFindCgroup, "print a file of the cgroup whose directory names a container id"},
+	"resident":       {runResident, "bytes of each file resident in memory (mincore), e.g. tmpfs pages not swapped"},
+	"sample-cgroups": {runSampleCgroups, "sample memory.current/swap.current/max/swap.max of a pod's containers (pod on stdin)"},
+	"probe-noswap":   {runProbeNoswap, "mount a tmpfs with noswap, as the kubelet's probe does (privileged)"},
 }
 
 // emit prints one progress line. os.Stdout is unbuffered, so each line is one write(2) and is
@@ -52,7 +54,7 @@ func emit(format string, args ...any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: swapstress COMMAND [flags]")
-	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "resident", "probe-noswap", "find-cgroup"} {
+	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "resident", "probe-noswap", "find-cgroup", "sample-cgroups"} {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

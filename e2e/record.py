@@ -1,0 +1,71 @@
+"""What a test records for the report besides pass/fail: the checks it made (expected value, the
+oracle inputs behind it, observed value) and the memory series sampled while it ran.
+
+Records travel as pytest user properties (JSON strings), so pytest-xdist hands them from the
+workers to the controller with the reports, and the JUnit XML carries them too."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CHECK_PROPERTY = "ksc_check"
+SERIES_PROPERTY = "ksc_series"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # what was compared, e.g. "memory.swap.max of stress"
+    expected: str
+    observed: str
+    inputs: str = ""  # what the expectation was computed from (the oracle's inputs)
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class Series:
+    """One container's memory over time, read from its cgroup on the node."""
+
+    name: str  # "<pod>/<container>"
+    t: list[float] = field(default_factory=list)  # seconds since the first sample
+    current: list[int] = field(default_factory=list)  # memory.current
+    swap: list[int | None] = field(default_factory=list)  # memory.swap.current (None: no swap accounting)
+    memory_max: int | None = None  # None: "max" (unlimited)
+    swap_max: int | None = None
+    ended: str = ""  # how the container ended, e.g. "OOMKilled (exit 137)"; "" if still running
+    ended_at: float | None = None  # seconds since the first sample
+
+
+class Recorder:
+    """Appends records to a test item's user properties."""
+
+    def __init__(self, properties: list[tuple[str, object]]):
+        self.properties = properties
+
+    def check(self, name: str, expected: Any, observed: Any, inputs: str = "", ok: bool | None = None) -> bool:
+        """Record a comparison and return whether it held (equality unless `ok` is given)."""
+        ok = (expected == observed) if ok is None else ok
+        self.properties.append((CHECK_PROPERTY, json.dumps(asdict(Check(name, str(expected), str(observed), inputs, ok)))))
+        return ok
+
+    def series(self, series: Series) -> None:
+        self.properties.append((SERIES_PROPERTY, json.dumps(asdict(series))))
+
+
+def records(properties: Iterable[tuple[str, object]]) -> tuple[list[Check], list[Series]]:
+    """The checks and series among a report's user properties, each once, in recorded order."""
+    checks: list[Check] = []
+    series: list[Series] = []
+    seen: set[tuple[str, str]] = set()
+    for key, value in properties:
+        if key not in (CHECK_PROPERTY, SERIES_PROPERTY) or (key, str(value)) in seen:
+            continue
+        seen.add((key, str(value)))
+        data = json.loads(str(value))
+        if key == CHECK_PROPERTY:
+            checks.append(Check(**data))
+        else:
+            series.append(Series(**data))
+    return checks, series

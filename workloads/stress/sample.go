@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// sampleFiles are read from every container cgroup of the followed pod, in this order.
+var sampleFiles = []string{"memory.current", "memory.swap.current", "memory.max", "memory.swap.max"}
+
+// runSampleCgroups samples the memory of one pod's containers from the node's cgroup tree.
+//
+// It prints `ready`, then reads the pod's cgroup directory name part ("pod<uid>") from
+// the first line of stdin: the test starts the sampler before it creates the pod, so the
+// first sample can precede the container's first allocation. Every interval it prints, per
+// container cgroup below the pod's, `sample UNIX_MS DIR current swap max swapmax` (a file the
+// kernel does not offer reads "-"). It stops when stdin closes or says anything else, when
+// the pod's cgroup is gone after it was seen, or after --timeout.
+func runSampleCgroups(args []string) error {
+	fs := newFlagSet("sample-cgroups")
+	interval := fs.Duration("interval", 100*time.Millisecond, "time between samples")
+	timeout := fs.Duration("timeout", 30*time.Minute, "stop after this long whatever happens")
+	if err := parseFlags(fs, args, true); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("sample-cgroups [--interval D] [--timeout D] ROOT (then the pod's name part on stdin)")
+	}
+	if *interval <= 0 || *timeout <= 0 {
+		return fmt.Errorf("sample-cgroups: --interval and --timeout must be > 0")
+	}
+	emit("ready")
+	lines := make(chan string)
+	go func() {
+		scanner := bufio.NewScanner(os.Stdin)
+		for scanner.Scan() {
+			lines <- strings.TrimSpace(scanner.Text())
+		}
+		close(lines)
+	}()
+	deadline := time.After(*timeout)
+	var part string
+	select {
+	case line, ok := <-lines:
+		if !ok || line == "" {
+			return nil
+		}
+		part = line
+	case <-deadline:
+		emit("stopped reason=timeout")
+		return nil
+	}
+	return sampleLoop(fs.Arg(0), part, *interval, lines, deadline, os.Stdout)
+}
+
+func sampleLoop(root, part string, interval time.Duration, stop <-chan string, deadline <-chan time.Time, out io.Writer) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var pod string
+	for {
+		if pod == "" {
+			pod = findDir(root, part)
+		}
+		if pod != "" {
+			rows, err := sampleChildren(pod, time.Now())
+			if errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintln(out, "stopped reason=gone")
+				return nil
+			}
+			for _, row := range rows {
+				if _, err := io.WriteString(out, row+"\n"); err != nil {
+					return err
+				}
+			}
+		}
+		select {
+		case <-stop: // any line, or EOF
+			fmt.Fprintln(out, "stopped reason=asked")
+			return nil
+		case <-deadline:
+			fmt.Fprintln(out, "stopped reason=timeout")
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// findDir is the first directory below root whose name contains part, or part with "-" as "_"
+// (the systemd cgroup driver's spelling of a pod UID); "" if none yet.
+func findDir(root, part string) string {
+	systemd := strings.ReplaceAll(part, "-", "_")
+	var found string
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // cgroups come and go while we walk
+		}
+		if d.IsDir() && path != root && (strings.Contains(d.Name(), part) || strings.Contains(d.Name(), systemd)) {
+			found = path
+			return errFound
+		}
+		return nil
+	})
+	return found
+}
+
+// sampleChildren reads sampleFiles of every child cgroup of dir, as `sample` lines sorted by
+// child name. fs.ErrNotExist means dir itself is gone.
+func sampleChildren(dir string, now time.Time) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	var rows []string
+	for _, name := range names {
+		fields := []string{"sample", fmt.Sprint(now.UnixMilli()), name}
+		for _, file := range sampleFiles {
+			data, err := os.ReadFile(filepath.Join(dir, name, file))
+			value := strings.TrimSpace(string(data))
+			if err != nil || value == "" {
+				value = "-"
+			}
+			fields = append(fields, value)
+		}
+		rows = append(rows, strings.Join(fields, " "))
+	}
+	return rows, nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSampleChildrenReadsEveryContainerInNameOrder(t *testing.T) {
+	root := t.TempDir()
+	pod := filepath.Join(root, "kubepods.slice", "kubepods-burstable.slice", "kubepods-burstable-pod1_2.slice")
+	write(t, filepath.Join(pod, "cri-containerd-bbb.scope", "memory.current"), "100\n")
+	write(t, filepath.Join(pod, "cri-containerd-bbb.scope", "memory.swap.current"), "7\n")
+	write(t, filepath.Join(pod, "cri-containerd-bbb.scope", "memory.max"), "max\n")
+	write(t, filepath.Join(pod, "cri-containerd-aaa.scope", "memory.current"), "5\n")
+	write(t, filepath.Join(pod, "memory.current"), "105\n") // the pod's own files are not a container
+
+	if got := findDir(root, "pod1-2"); got != pod { // a UID as the API spells it
+		t.Fatalf("findDir = %q, want %q", got, pod)
+	}
+	if got := findDir(root, "pod9_9"); got != "" {
+		t.Fatalf("findDir of an absent pod = %q", got)
+	}
+	rows, err := sampleChildren(pod, time.UnixMilli(1234))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"sample 1234 cri-containerd-aaa.scope 5 - - -",
+		"sample 1234 cri-containerd-bbb.scope 100 7 max -",
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestSampleLoopStopsWhenThePodCgroupIsGone(t *testing.T) {
+	root := t.TempDir()
+	pod := filepath.Join(root, "podx")
+	write(t, filepath.Join(pod, "c1", "memory.current"), "1")
+	var out bytes.Buffer
+	stop := make(chan string)
+	done := make(chan error)
+	go func() { done <- sampleLoop(root, "podx", 10*time.Millisecond, stop, nil, &out) }()
+	time.Sleep(50 * time.Millisecond)
+	if err := os.RemoveAll(pod); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sampleLoop did not stop after the pod's cgroup went away")
+	}
+	text := out.String()
+	if !strings.Contains(text, "sample ") || !strings.HasSuffix(text, "stopped reason=gone\n") {
+		t.Fatalf("output %q", text)
+	}
+}
+
+func TestSampleLoopStopsWhenAsked(t *testing.T) {
+	var out bytes.Buffer
+	stop := make(chan string)
+	close(stop) // stdin closed
+	if err := sampleLoop(t.TempDir(), "pod-never", time.Hour, stop, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "stopped reason=asked\n" {
+		t.Fatalf("output %q", out.String())
+	}
+}
