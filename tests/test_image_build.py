@@ -395,9 +395,14 @@ def test_stress_image_runs_in_containerd(tmp_path: Path, containerd: PrivateCont
     out = containerd.run("run", "--rm", "--snapshotter", "native", ref, name,
                          "/swapstress", "alloc", "--target", "8Mi", "--step", "4Mi", "--interval", "0s", "--hold", "0s")
     assert out.splitlines() == [f"allocated {4 * MiB}", f"allocated {8 * MiB}", f"holding {8 * MiB}", "released"]
-    out = containerd.run("run", "--rm", "--snapshotter", "native", ref, name,
-                         "/swapstress", "forkspike", "--hold", "4Mi")
-    assert out.splitlines()[-1] == "done failures=0"
+    forkspike = ("run", "--rm", "--snapshotter", "native", ref, name, "/swapstress", "forkspike", "--hold", "4Mi")
+    out = containerd.run(*forkspike)
+    if not out:
+        # Seen once in CI under load: ctr exited 0 (it returns the task's status, and forkspike
+        # exits 0 only after printing `done failures=0`) yet printed nothing: ctr lost the output
+        # of a task that ended within milliseconds. Once more; a second loss fails.
+        out = containerd.run(*forkspike)
+    assert out.splitlines()[-1:] == ["done failures=0"], out
     passwd = containerd.run("run", "--rm", "--snapshotter", "native", ref, name, "/swapstress", "cat", "/etc/passwd")
     assert passwd.startswith("root:x:0:0:")
 
