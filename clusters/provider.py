@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,13 @@ class Provider(ABC):
     def stress_image(self, node: SwapNode) -> str:
         """The ref of the suite's workload image, present on `node` (never pulled)."""
         raise NotImplementedError(f"the {self.name} provider cannot place the workload image on a node")
+
+    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> AbstractContextManager[None]:
+        """Run the block with the node's kubelet using these evictionHard thresholds (and a short
+        evictionPressureTransitionPeriod), confirmed through /configz; the kubelet's own
+        configuration is restored, and confirmed, afterwards. Raises NotCoveredError where the
+        provider cannot reconfigure a kubelet for one test."""
+        raise NotCoveredError(node.behavior, f"the {self.name} provider cannot change a kubelet's eviction thresholds")
 
     def preflight(self, behaviors: Sequence[str]) -> None:
         """Raise clusters.preflight.PreflightError listing every missing prerequisite."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import discover, summary
@@ -108,6 +110,19 @@ class VmProvider(Provider):
         stopped = self.vm().down()
         return [f"stopped the vm node ({'it was running' if stopped else 'it was already down'})"]
 
+    @contextmanager
+    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> Iterator[None]:
+        # A short transition period: MemoryPressure clears 5 s after the signal does, not 5 min.
+        settings = {"evictionHard": dict(hard), "evictionPressureTransitionPeriod": TRANSITION_PERIOD}
+        vm = self.vm()
+        original = vm.change_kubelet_config(lambda cfg: cfg.update(settings), lambda live: _shows(live, settings),
+                                            f"evictionHard {dict(hard)}")
+        try:
+            yield
+        finally:
+            before = yaml.safe_load(original)
+            vm.restore_kubelet_config(original, lambda live: _restored(live, before, settings), "eviction thresholds restored")
+
     def stress_image(self, node: SwapNode) -> str:
         # The guest image imports the workload image at boot; its ref is in the VM's state.
         vm = self.vm()
@@ -117,3 +132,18 @@ class VmProvider(Provider):
             raise RuntimeError(f"the vm node has no workload image recorded in {self.vm().state_file}")
         return ref
 
+
+TRANSITION_PERIOD = "5s"
+
+
+def _shows(live: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """Does the kubelet's /configz show these settings? (A duration reads back as Go prints it:
+    "5s"; eviction thresholds as given.)"""
+    return all(live.get(key) == value for key, value in settings.items())
+
+
+def _restored(live: Mapping[str, Any], before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """The kubelet runs its own configuration again: what the file set is live, and what it left
+    to the defaults no longer reads as the test's values."""
+    return all(live.get(key) == before[key] if key in before else live.get(key) != value
+               for key, value in settings.items())

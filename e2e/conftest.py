@@ -42,7 +42,8 @@ class Workspace:
     test: str
     record: Recorder = field(default_factory=lambda: Recorder([]))
     deployed: list[str] = field(default_factory=list)
-    sampling: dict[tuple[str, str], CgroupSampler] = field(default_factory=dict)
+    sampled: list[tuple[str, str]] = field(default_factory=list)  # (pod, container) being sampled
+    _sampler: CgroupSampler | None = None
     _files: NodeFiles | None = None
 
     def deploy(self, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -51,40 +52,52 @@ class Workspace:
             self.deployed.append(manifest["metadata"]["name"])
         return manifest
 
-    def deploy_sampled(self, manifest: dict[str, Any], container: str = "stress") -> dict[str, Any]:
+    def deploy_sampled(self, manifest: dict[str, Any], container: str = "stress", interval: str = "100ms") -> dict[str, Any]:
         """Deploy a pod whose container's memory is sampled from its cgroup on the node from
-        before it starts until the test ends (or `samples` is called): the report plots it."""
+        before it starts until the test ends (or `stop_sampling`): the report plots it. The
+        first call starts the sampler, at `interval`."""
         from e2e.nodefiles import NodeFiles
         from e2e.sampler import CgroupSampler
 
         if self._files is None:
-            self._files = NodeFiles.on(self, self.node.name, name="cgroup-sampler")
-        sampler = CgroupSampler(self._files).start()
+            self._files = NodeFiles.on(self, self.node.name, name="cgroup-sampler", critical=True)
+        if self._sampler is None:
+            self._sampler = CgroupSampler(self._files, interval).start()
         name = manifest["metadata"]["name"]
-        self.sampling[(name, container)] = sampler
+        self.sampled.append((name, container))
         self.deploy(manifest)
-        sampler.follow(self.observer.pod(self.namespace, name)["metadata"]["uid"])
+        self._sampler.follow(self.observer.pod(self.namespace, name)["metadata"]["uid"])
         return manifest
 
-    def samples(self, pod: str, container: str = "stress") -> Series:
-        """Stop sampling that container and return (and record) its series."""
+    def stop_sampling(self) -> dict[tuple[str, str], Series]:
+        """Stop the sampler; return (and record) every sampled container's series."""
         from e2e.sampler import parse_series
 
-        output = self.sampling.pop((pod, container)).stop()
-        statuses = self.observer.pod(self.namespace, pod).get("status", {}).get("containerStatuses") or []
-        status = next((cs for cs in statuses if cs["name"] == container), {})
-        container_id = str(status.get("containerID", "")).rpartition("://")[2]
-        terminated = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
-        series = parse_series(output, f"{pod}/{container}", container_id or "<no container id>", terminated)
-        self.record.series(series)
-        return series
+        if self._sampler is None:
+            return {}
+        output = self._sampler.stop()
+        self._sampler = None
+        found = {}
+        for pod, container in self.sampled:
+            statuses = self.observer.pod(self.namespace, pod).get("status", {}).get("containerStatuses") or []
+            status = next((cs for cs in statuses if cs["name"] == container), {})
+            container_id = str(status.get("containerID", "")).rpartition("://")[2]
+            terminated = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
+            found[(pod, container)] = parse_series(output, f"{pod}/{container}", container_id or "<no container id>",
+                                                   terminated)
+            self.record.series(found[(pod, container)])
+        self.sampled = []
+        return found
+
+    def samples(self, pod: str, container: str = "stress") -> Series:
+        """Stop sampling and return that container's series (every sampled one is recorded)."""
+        return self.stop_sampling()[(pod, container)]
 
     def finish_sampling(self) -> None:
-        for pod, container in list(self.sampling):
-            try:
-                self.samples(pod, container)
-            except Exception as error:  # noqa: BLE001 - a missing plot must not hide the test's own outcome
-                warnings.warn(f"{self.namespace}/{pod}/{container}: memory samples lost: {error}", stacklevel=1)
+        try:
+            self.stop_sampling()
+        except Exception as error:  # noqa: BLE001 - a missing plot must not hide the test's own outcome
+            warnings.warn(f"{self.namespace}: memory samples lost: {error}", stacklevel=1)
 
     def running(self, name: str) -> dict[str, Any]:
         return self.observer.wait_running(self.namespace, name)

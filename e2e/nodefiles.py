@@ -23,7 +23,8 @@ class NodeFiles:
     pod: str
 
     @classmethod
-    def on(cls, ws: Workspace, node: str, name: str = "cgroup-reader") -> "NodeFiles":
+    def on(cls, ws: Workspace, node: str, name: str = "cgroup-reader", critical: bool = False) -> "NodeFiles":
+        """`critical`: system-node-critical, so the kubelet never evicts it under pressure."""
         ws.deploy({
             "apiVersion": "v1",
             "kind": "Pod",
@@ -39,6 +40,7 @@ class NodeFiles:
                 "volumes": [{"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup"}}],
                 "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": 1,
+                **({"priorityClassName": "system-node-critical"} if critical else {}),
             },
         })
         ws.running(name)

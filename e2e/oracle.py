@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -463,6 +463,26 @@ def _pod_key(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', 'default')}/{meta.get('name')}"
 
 
+# Eviction under memory pressure, as pkg/kubelet/eviction does it (read in v1.37.1):
+# * The signal memory.available is the summary's node memory.availableBytes, capacity minus
+#   the node's working set (makeSignalObservations, helpers.go); a hard memory.available
+#   threshold is also applied to allocatableMemory.available, the pods cgroup's (helpers.go
+#   addAllocatableThresholds). Working set is memory.current minus inactive file pages: a
+#   swapped-out page is in neither, so swap usage counts in no signal and in no ranking.
+# * rankMemoryPressure (helpers.go) sorts every active pod by exceedMemoryRequests (working
+#   set > the pod's memory request, resourcehelper.PodRequests), then priority (lower first),
+#   then memory (working set - request, larger first). A pod without stats goes first.
+# * synchronize (eviction_manager.go) evicts at most one pod per monitoring interval: the first
+#   in that order that evictPod accepts; evictPod refuses critical pods (static, mirror, or
+#   priority >= 2000000000) and the loop moves on to the next pod. The evicted pod's status is
+#   phase Failed, reason "Evicted", message "The node was low on resource: memory. ...".
+
+def _eviction_key(pod: Mapping[str, Any], used: int) -> tuple[bool, int, int]:
+    request = pod_memory_request(pod)
+    priority = int((pod.get("spec") or {}).get("priority") or 0)
+    return (not used > request, priority, -(used - request))
+
+
 def eviction_ranking(pods: Iterable[Any], usage: Mapping[str, int]) -> list[list[str]]:
     """rankMemoryPressure: the order in which the kubelet picks pods to evict for memory.
 
@@ -477,11 +497,7 @@ def eviction_ranking(pods: Iterable[Any], usage: Mapping[str, int]) -> list[list
         key = _pod_key(manifest)
         if key not in usage:
             raise KeyError(f"no memory usage given for pod {key}")
-        request = pod_memory_request(manifest)
-        priority = int((manifest.get("spec") or {}).get("priority") or 0)
-        used = int(usage[key])
-        exceeds = used > request
-        keyed.append(((not exceeds, priority, -(used - request)), key))
+        keyed.append((_eviction_key(manifest, int(usage[key])), key))
     keyed.sort()
     tiers: list[list[str]] = []
     previous = None
@@ -491,3 +507,45 @@ def eviction_ranking(pods: Iterable[Any], usage: Mapping[str, int]) -> list[list
             previous = sort_key
         tiers[-1].append(key)
     return tiers
+
+
+def eviction_candidates(pods: Iterable[Any]) -> list[dict[str, Any]]:
+    """The pods evictPod accepts: every active pod but the critical ones."""
+    return [as_manifest(p) for p in pods if not is_critical_pod(p)]
+
+
+def eviction_order_problems(pods: Iterable[Any], usage: Mapping[str, int], evicted: Sequence[str],
+                            judged: Iterable[str]) -> list[str]:
+    """Why an observed eviction sequence is not one the kubelet may produce (empty: it may).
+
+    `pods` were active when pressure began, with their working sets in `usage`; `evicted` lists
+    "namespace/name" in eviction order. Every pod: no critical pod is evicted, and none is
+    evicted while a candidate of a strictly earlier class (above its request before within it,
+    then lower priority) still ran. The `judged` pods (the test's own, sized far apart) also
+    keep the full order among themselves: larger usage above request first; equal keys tie.
+    """
+    manifests = {_pod_key(m): m for m in (as_manifest(p) for p in pods)}
+    problems = [f"{key} is critical and was evicted" for key in evicted if key in manifests
+                and is_critical_pod(manifests[key])]
+    keys = {key: _eviction_key(m, int(usage[key])) for key, m in manifests.items()
+            if not is_critical_pod(m) and key in usage}
+    judged = set(judged)
+    running = set(keys)
+    for key in evicted:
+        if key not in keys:
+            continue
+        running.discard(key)
+        earlier = sorted(k for k in running if keys[k][:2] < keys[key][:2])
+        if earlier:
+            problems.append(f"{key} {_describe(keys[key])} evicted while {earlier[0]} {_describe(keys[earlier[0]])}"
+                            f" still ran" + (f" (and {len(earlier) - 1} more)" if len(earlier) > 1 else ""))
+        if key in judged:
+            before = sorted(k for k in running & judged if keys[k] < keys[key])
+            if before:
+                problems.append(f"{key} {_describe(keys[key])} evicted before {before[0]} {_describe(keys[before[0]])}")
+    return problems
+
+
+def _describe(key: tuple[bool, int, int]) -> str:
+    within, priority, negative_excess = key
+    return f"({'within' if within else 'above'} request, priority {priority}, usage - request {-negative_excess})"

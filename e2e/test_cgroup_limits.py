@@ -38,7 +38,10 @@ class ShapePods:
         return f"node: {self.node.describe()}\n" + self.observer.explain(self.namespace, shape.id)
 
 
-@pytest.fixture(scope="session")
+# Module scope: tests run grouped by behavior, so a behavior's shape pods are deleted as soon
+# as its cgroup tests are done (they request memory a later test's kubelet restart re-admits,
+# and would be candidates when a test drives the node into memory pressure).
+@pytest.fixture(scope="module")
 def shape_pods_cache(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str], ShapePods]]:
     cache: dict[tuple[str, str], ShapePods] = {}
     yield cache

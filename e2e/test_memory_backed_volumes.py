@@ -177,3 +177,45 @@ def test_tmpfs_pages_stay_resident_while_anonymous_memory_swaps(swap_node: SwapN
     assert swap_current > 0, "nothing was swapped: " + context
     assert resident[control_file][0] < control_bytes, "the pressure never reached tmpfs pages: " + context
     assert resident[volume_file] == (volume_bytes, volume_bytes), "the emptyDir's pages went to swap: " + context
+
+
+def test_tmpfs_data_survives_a_container_restart(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Data written to a memory-backed emptyDir outlives the container that wrote it (its pages
+    move to the pod's cgroup when the container's is removed): the restarted container finds
+    every byte, still resident, on a mount that is still tmpfs and still `noswap` exactly when
+    the kernel has it."""
+    ws = workspace(swap_node)
+    has_noswap = kernel_has_noswap(ws)
+    # The container exits by itself after a while; restartPolicy Always brings a new one.
+    pod = stress_pod("restarts", ws.image, ws.namespace, ws.test,
+                     ["/swapstress", "alloc", "--target", "4Mi", "--hold", "40s"], memory_volume_size=64 * Mi)
+    pod["spec"]["restartPolicy"] = "Always"
+    ws.deploy(pod)
+    first = ws.running("restarts")
+    first_id = first["status"]["containerStatuses"][0]["containerID"]
+    data, size = f"{MEMORY_VOLUME}/data", 32 * Mi
+    out = ws.observer.exec(ws.namespace, "restarts", "stress", ["/swapstress", "fill", "--path", data, "--bytes", str(size)]).stdout
+    assert out.strip() == f"filled {size}", out
+
+    def restarted() -> dict | None:
+        current = ws.observer.pod(ws.namespace, "restarts")
+        status = (current.get("status", {}).get("containerStatuses") or [{}])[0]
+        if status.get("containerID") not in (None, first_id) and "running" in (status.get("state") or {}):
+            return current
+        return None
+
+    from e2e.observe import wait_for
+
+    again = wait_for("the container to exit and run again", restarted, 300, lambda: ws.explain("restarts"))
+    context = f"first container {first_id}\n" + ws.explain("restarts")
+    restarts = again["status"]["containerStatuses"][0]["restartCount"]
+    assert ws.record.check("restartCount", ">= 1", restarts, "the container exits after 40 s, restartPolicy Always",
+                           ok=restarts >= 1), context
+    resident = resident_bytes(ws, "restarts", data)[data]
+    assert ws.record.check("bytes of the file resident after the restart", (size, size), resident,
+                           "32 MiB written by the previous container"), context
+    mount = ws.observer.mounts(ws.namespace, "restarts", "stress")[MEMORY_VOLUME]
+    want_noswap = oracle.expects_noswap({"name": "mem", "emptyDir": {"medium": "Memory"}}, has_noswap)
+    assert mount.fstype == "tmpfs", context
+    assert ws.record.check("noswap on the restarted container's mount", want_noswap, "noswap" in mount.options,
+                           f"kernel {swap_node.kernel}, noswap supported {has_noswap}"), context

@@ -388,6 +388,32 @@ def test_eviction_ranking_ties_share_a_tier() -> None:
     assert oracle.eviction_ranking([a, b], {"ns/a": 200 * Mi, "ns/b": 200 * Mi}) == [["ns/a", "ns/b"]]
 
 
+def test_an_observed_eviction_sequence_is_judged_by_class_for_every_pod_and_fully_for_the_tests_own() -> None:
+    low_big = burstable("32Mi", priority=-10, name="low-big")
+    low_small = burstable("32Mi", priority=-10, name="low-small")
+    above = burstable("32Mi", priority=0, name="above")
+    within = burstable("128Mi", priority=0, name="within")
+    critical = burstable("32Mi", priority=2_000_001_000, name="critical")
+    foreign = burstable("0", priority=0, name="foreign")  # someone else's, 1 MiB above its request
+    pods = [low_big, low_small, above, within, critical, foreign]
+    usage = {"ns/low-big": 96 * Mi, "ns/low-small": 64 * Mi, "ns/above": 80 * Mi, "ns/within": 48 * Mi,
+             "ns/critical": 96 * Mi, "ns/foreign": 1 * Mi}
+    mine = ["ns/low-big", "ns/low-small", "ns/above", "ns/within", "ns/critical"]
+    assert [p["metadata"]["name"] for p in oracle.eviction_candidates(pods)] == [
+        "low-big", "low-small", "above", "within", "foreign"]
+    judge = lambda evicted: oracle.eviction_order_problems(pods, usage, evicted, mine)  # noqa: E731
+    assert judge(["ns/low-big", "ns/low-small", "ns/above", "ns/foreign", "ns/within"]) == []
+    # same class (above request, priority 0): a foreign pod's place among them is not judged
+    assert judge(["ns/low-big", "ns/low-small", "ns/foreign", "ns/above"]) == []
+    assert judge(["ns/low-small", "ns/low-big"]) == [
+        "ns/low-small (above request, priority -10, usage - request 33554432) evicted before"
+        " ns/low-big (above request, priority -10, usage - request 67108864)"]
+    assert judge(["ns/low-big", "ns/above"])[0].startswith(
+        "ns/above (above request, priority 0, usage - request 50331648) evicted while ns/low-small")
+    assert judge(["ns/low-big", "ns/low-small", "ns/within"])[0].startswith("ns/within (within request")
+    assert judge(["ns/critical"]) == ["ns/critical is critical and was evicted"]
+
+
 def test_pod_memory_request_with_init_and_sidecars() -> None:
     p = pod(
         container("app", {"memory": "100Mi"}),

@@ -28,3 +28,35 @@ def test_at_least() -> None:
     n = node("v1.34.0", "6.1.0-40-amd64")
     assert n.kubelet_at_least("1.34") and n.kubelet_at_least("1.33.9") and not n.kubelet_at_least("1.34.1")
     assert n.kernel_at_least("6.1") and not n.kernel_at_least("6.4")
+
+
+def test_eviction_thresholds_are_confirmed_live_and_restored() -> None:
+    from clusters.vm_provider import _restored, _shows
+
+    settings = {"evictionHard": {"memory.available": "2147483648"}, "evictionPressureTransitionPeriod": "5s"}
+    defaults = {"evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%"},
+                "evictionPressureTransitionPeriod": "5m0s"}
+    assert _shows({**defaults, **settings}, settings) and not _shows(defaults, settings)
+    # the file set neither: restored once the kubelet no longer runs the test's values
+    assert _restored(defaults, {}, settings) and not _restored({**defaults, **settings}, {}, settings)
+    # the file set a transition period of its own: it must be live again
+    own = {"evictionPressureTransitionPeriod": "30s"}
+    assert _restored({**defaults, **own}, own, settings) and not _restored(defaults, own, settings)
+
+
+def test_a_provider_without_the_capability_says_so() -> None:
+    from clusters.provider import NotCoveredError, Provider
+
+    class Bare(Provider):
+        name = "bare"
+
+        def coverage(self, behaviors):  # noqa: ANN001, ANN201
+            return {}
+
+        def node_for(self, behavior):  # noqa: ANN001, ANN201
+            raise AssertionError
+
+    node = SwapNode("LimitedSwap", "bare", "c", "kc", "n", "v1.37.1", "6.12", 1, 1, 1, True)
+    with pytest.raises(NotCoveredError, match="the bare provider cannot change a kubelet's eviction thresholds"):
+        with Bare().eviction_thresholds(node, {"memory.available": "1Gi"}):
+            pass

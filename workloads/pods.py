@@ -183,6 +183,7 @@ def stress_pod(
     requests: dict[str, str | int] | None = None,
     limits: dict[str, str | int] | None = None,
     memory_volume_size: int | None = None,
+    priority_class: str | None = None,
 ) -> dict[str, Any]:
     """A one-container pod running a stress command; quantities may be given as byte counts.
     With `memory_volume_size`, an emptyDir `medium: Memory` of that sizeLimit is mounted at
@@ -202,6 +203,8 @@ def stress_pod(
     if memory_volume_size is not None:
         spec["volumes"] = [{"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": str(memory_volume_size)}}]
         spec["containers"][0]["volumeMounts"] = [{"name": "mem", "mountPath": MEMORY_VOLUME}]
+    if priority_class:
+        spec["priorityClassName"] = priority_class
     return {
         "apiVersion": "v1",
         "kind": "Pod",

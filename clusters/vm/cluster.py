@@ -375,31 +375,50 @@ class VmCluster(Guest[VmState]):
         """Rewrite the guest kubelet config's swapBehavior, restart the kubelet, wait for it."""
         behavior = _normalize_behavior(behavior)
         t0 = time.monotonic()
-        text = self._check(["cat", KUBELET_CONFIG])
-        cfg = yaml.safe_load(text)
-        cfg.setdefault("memorySwap", {})["swapBehavior"] = behavior
-        self.write_guest_file(KUBELET_CONFIG, yaml.safe_dump(cfg, sort_keys=False).encode())
-        self._check(["systemctl", "restart", "kubelet"], timeout=120)
-        self.progress(f"swapBehavior -> {behavior}: kubelet restarted, waiting for /configz and Ready")
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            try:
-                live = self.swap_behavior()
-                last = f"configz swapBehavior={live}"
-                if live == behavior:
-                    break
-            except Exception as e:  # noqa: BLE001 - kubelet restarting
-                last = f"{type(e).__name__}: {str(e)[:160]}"
-            time.sleep(2)
-        else:
-            raise VmClusterError(f"timed out waiting for /configz to show swapBehavior={behavior}; last: {last}")
-        self._wait_node_ready(deadline)
+        self.change_kubelet_config(lambda cfg: cfg.setdefault("memorySwap", {}).update(swapBehavior=behavior),
+                                   lambda live: _normalize_behavior(live.get("memorySwap", {}).get("swapBehavior", "")) == behavior,
+                                   f"swapBehavior -> {behavior}", timeout)
         st = self.state()
         if st:
             st.behavior = behavior
             self.save_state(st)
         self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
+
+    def kubelet_config_text(self) -> str:
+        return self._check(["cat", KUBELET_CONFIG])
+
+    def change_kubelet_config(self, change: Callable[[dict[str, Any]], Any], live: Callable[[dict[str, Any]], bool],
+                              what: str, timeout: float = 600) -> str:
+        """Apply `change` to the kubelet's config file, restart the kubelet, and wait until its
+        /configz satisfies `live` and the node is Ready. Returns the file as it was before."""
+        before = self.kubelet_config_text()
+        cfg = yaml.safe_load(before)
+        change(cfg)
+        self._restart_kubelet_with(yaml.safe_dump(cfg, sort_keys=False), live, what, timeout)
+        return before
+
+    def restore_kubelet_config(self, text: str, live: Callable[[dict[str, Any]], bool], what: str,
+                               timeout: float = 600) -> None:
+        self._restart_kubelet_with(text, live, what, timeout)
+
+    def _restart_kubelet_with(self, text: str, live: Callable[[dict[str, Any]], bool], what: str, timeout: float) -> None:
+        self.write_guest_file(KUBELET_CONFIG, text.encode())
+        self._check(["systemctl", "restart", "kubelet"], timeout=120)
+        self.progress(f"{what}: kubelet restarted, waiting for /configz and Ready")
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                config = self.configz()
+                if live(config):
+                    break
+                last = f"configz: {json.dumps(config)[:300]}"
+            except Exception as e:  # noqa: BLE001 - kubelet restarting
+                last = f"{type(e).__name__}: {str(e)[:160]}"
+            time.sleep(2)
+        else:
+            raise VmClusterError(f"{what}: timed out waiting for /configz to show it; last: {last}")
+        self._wait_node_ready(deadline)
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

@@ -16,14 +16,14 @@ import (
 // sampleFiles are read from every container cgroup of the followed pod, in this order.
 var sampleFiles = []string{"memory.current", "memory.swap.current", "memory.max", "memory.swap.max"}
 
-// runSampleCgroups samples the memory of one pod's containers from the node's cgroup tree.
+// runSampleCgroups samples the memory of pods' containers from the node's cgroup tree.
 //
-// It prints `ready`, then reads the pod's cgroup directory name part ("pod<uid>") from
-// the first line of stdin: the test starts the sampler before it creates the pod, so the
-// first sample can precede the container's first allocation. Every interval it prints, per
-// container cgroup below the pod's, `sample UNIX_MS DIR current swap max swapmax` (a file the
-// kernel does not offer reads "-"). It stops when stdin closes or says anything else, when
-// the pod's cgroup is gone after it was seen, or after --timeout.
+// It prints `ready`, then follows every pod a line on stdin names by its cgroup directory
+// name part ("pod<uid>"): the test starts the sampler before it creates a pod, so the first
+// sample can precede the container's first allocation. Every interval it prints, per
+// container cgroup below a followed pod's, `sample UNIX_MS DIR current swap max swapmax` (a
+// file the kernel does not offer reads "-"). It stops when stdin says "stop" or closes, when
+// every followed pod's cgroup is gone after it was seen, or after --timeout.
 func runSampleCgroups(args []string) error {
 	fs := newFlagSet("sample-cgroups")
 	interval := fs.Duration("interval", 100*time.Millisecond, "time between samples")
@@ -32,7 +32,7 @@ func runSampleCgroups(args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("sample-cgroups [--interval D] [--timeout D] ROOT (then the pod's name part on stdin)")
+		return fmt.Errorf("sample-cgroups [--interval D] [--timeout D] ROOT (then pods' name parts on stdin)")
 	}
 	if *interval <= 0 || *timeout <= 0 {
 		return fmt.Errorf("sample-cgroups: --interval and --timeout must be > 0")
@@ -46,34 +46,32 @@ func runSampleCgroups(args []string) error {
 		}
 		close(lines)
 	}()
-	deadline := time.After(*timeout)
-	var part string
-	select {
-	case line, ok := <-lines:
-		if !ok || line == "" {
-			return nil
-		}
-		part = line
-	case <-deadline:
-		emit("stopped reason=timeout")
-		return nil
-	}
-	return sampleLoop(fs.Arg(0), part, *interval, lines, deadline, os.Stdout)
+	return sampleLoop(fs.Arg(0), *interval, lines, time.After(*timeout), os.Stdout)
 }
 
-func sampleLoop(root, part string, interval time.Duration, stop <-chan string, deadline <-chan time.Time, out io.Writer) error {
+// sampleLoop follows the pods named on lines until "stop", EOF, the deadline, or every
+// followed pod's cgroup having gone away after it was seen.
+func sampleLoop(root string, interval time.Duration, lines <-chan string, deadline <-chan time.Time, out io.Writer) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var pod string
+	var parts []string
+	dirs := map[string]string{} // part -> its cgroup directory, once found
+	gone := map[string]bool{}
 	for {
-		if pod == "" {
-			pod = findDir(root, part)
-		}
-		if pod != "" {
-			rows, err := sampleChildren(pod, time.Now())
+		for _, part := range parts {
+			if gone[part] {
+				continue
+			}
+			if dirs[part] == "" {
+				dirs[part] = findDir(root, part)
+			}
+			if dirs[part] == "" {
+				continue
+			}
+			rows, err := sampleChildren(dirs[part], time.Now())
 			if errors.Is(err, fs.ErrNotExist) {
-				fmt.Fprintln(out, "stopped reason=gone")
-				return nil
+				gone[part] = true
+				continue
 			}
 			for _, row := range rows {
 				if _, err := io.WriteString(out, row+"\n"); err != nil {
@@ -81,10 +79,19 @@ func sampleLoop(root, part string, interval time.Duration, stop <-chan string, d
 				}
 			}
 		}
-		select {
-		case <-stop: // any line, or EOF
-			fmt.Fprintln(out, "stopped reason=asked")
+		if len(parts) > 0 && len(gone) == len(parts) {
+			fmt.Fprintln(out, "stopped reason=gone")
 			return nil
+		}
+		select {
+		case line, ok := <-lines:
+			if !ok || line == "stop" {
+				fmt.Fprintln(out, "stopped reason=asked")
+				return nil
+			}
+			if line != "" {
+				parts = append(parts, line)
+			}
 		case <-deadline:
 			fmt.Fprintln(out, "stopped reason=timeout")
 			return nil

@@ -52,9 +52,10 @@ func TestSampleLoopStopsWhenThePodCgroupIsGone(t *testing.T) {
 	pod := filepath.Join(root, "podx")
 	write(t, filepath.Join(pod, "c1", "memory.current"), "1")
 	var out bytes.Buffer
-	stop := make(chan string)
+	lines := make(chan string, 1)
+	lines <- "podx"
 	done := make(chan error)
-	go func() { done <- sampleLoop(root, "podx", 10*time.Millisecond, stop, nil, &out) }()
+	go func() { done <- sampleLoop(root, 10*time.Millisecond, lines, nil, &out) }()
 	time.Sleep(50 * time.Millisecond)
 	if err := os.RemoveAll(pod); err != nil {
 		t.Fatal(err)
@@ -73,14 +74,52 @@ func TestSampleLoopStopsWhenThePodCgroupIsGone(t *testing.T) {
 	}
 }
 
-func TestSampleLoopStopsWhenAsked(t *testing.T) {
-	var out bytes.Buffer
-	stop := make(chan string)
-	close(stop) // stdin closed
-	if err := sampleLoop(t.TempDir(), "pod-never", time.Hour, stop, nil, &out); err != nil {
-		t.Fatal(err)
+func TestSampleLoopStopsWhenAskedOrStdinCloses(t *testing.T) {
+	for _, last := range []string{"stop", ""} {
+		var out bytes.Buffer
+		lines := make(chan string, 2)
+		lines <- "pod-never"
+		if last == "stop" {
+			lines <- "stop"
+		} else {
+			close(lines)
+		}
+		if err := sampleLoop(t.TempDir(), time.Hour, lines, nil, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != "stopped reason=asked\n" {
+			t.Fatalf("after %q: output %q", last, out.String())
+		}
 	}
-	if out.String() != "stopped reason=asked\n" {
-		t.Fatalf("output %q", out.String())
+}
+
+func TestSampleLoopFollowsSeveralPodsUntilAllAreGone(t *testing.T) {
+	root := t.TempDir()
+	for _, pod := range []string{"poda", "podb"} {
+		write(t, filepath.Join(root, pod, "c-"+pod, "memory.current"), "1")
+	}
+	lines := make(chan string, 2)
+	lines <- "poda"
+	lines <- "podb"
+	var out bytes.Buffer
+	done := make(chan error)
+	go func() { done <- sampleLoop(root, 10*time.Millisecond, lines, nil, &out) }()
+	time.Sleep(100 * time.Millisecond)
+	_ = os.RemoveAll(filepath.Join(root, "poda"))
+	time.Sleep(50 * time.Millisecond)
+	_ = os.RemoveAll(filepath.Join(root, "podb"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sampleLoop did not stop after both pods' cgroups went away")
+	}
+	text := out.String()
+	for _, want := range []string{" c-poda ", " c-podb ", "stopped reason=gone\n"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("no %q in %q", want, text)
+		}
 	}
 }

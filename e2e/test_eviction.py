@@ -1,0 +1,159 @@
+"""A node under memory pressure: the kubelet evicts pods in the order its ranking decides,
+says why, never takes a critical pod, and keeps pods within their request while one above its
+request remains. Under LimitedSwap a memory hog is swapping when pressure begins (swap does not
+count in the signal); under NoSwap the same Burstable pods never touch swap.
+
+The pressure comes from the threshold, not from exhausting the node: every pod is deployed
+and holding first; then evictionHard memory.available is set just above what the node has
+available then (through the provider, confirmed by /configz, restored afterwards), so that
+evicting every pod ranked before the hog cannot end the pressure and evicting the hog does.
+The same test therefore means the same on a 4 GiB VM and on a large host."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from clusters.provider import NotCoveredError, Provider, SwapNode
+from e2e import oracle
+from e2e.conftest import Workspace
+from e2e.eviction import EvictionWatch, account
+from e2e.gate import could_not_test
+from e2e.observe import unique_name
+from workloads.pods import GUARANTEED, Mi, alloc_command, stress_pod
+
+LOW_PRIORITY = -10
+HOG = 384 * Mi  # the hog's request and limit: Burstable (no CPU), working set never above its request
+WATCH_SECONDS = 900
+POLL_SECONDS = 2
+
+
+@dataclass(frozen=True)
+class Designed:
+    name: str
+    request: int
+    limit: int | None
+    allocate: int
+    priority_class: str | None = None  # "low" -> this run's low PriorityClass
+
+
+# Far apart in every key the ranking uses, so the expected order does not hang on a few KiB.
+DESIGNED = (
+    Designed("low-big", 32 * Mi, None, 96 * Mi, "low"),      # above request, priority -10, +64 MiB
+    Designed("low-small", 32 * Mi, None, 64 * Mi, "low"),    # above request, priority -10, +32 MiB
+    Designed("above", 32 * Mi, None, 80 * Mi),               # above request, priority 0, +48 MiB
+    Designed("critical", 32 * Mi, None, 96 * Mi, "system-node-critical"),  # above, but never evicted
+    Designed("within", 128 * Mi, None, 48 * Mi),             # within its request, priority 0
+    Designed("guaranteed", 64 * Mi, 64 * Mi, 32 * Mi),       # Guaranteed, within its limit, priority 0
+    Designed("hog", HOG, HOG, 0, "low"),                     # within its request, priority -10; allocates below
+)
+
+
+@pytest.fixture
+def low_priority_class(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> Iterator[str]:
+    from kubernetes import client
+
+    api = client.SchedulingV1Api(workspace(swap_node).observer.api)
+    name = unique_name("ksc-low")
+    api.create_priority_class({"metadata": {"name": name}, "value": LOW_PRIORITY, "globalDefault": False,
+                               "description": "kube-swap-conformance eviction test: evicted first"})
+    yield name
+    api.delete_priority_class(name)
+
+
+def hog_allocation(node: SwapNode) -> int:
+    """Under LimitedSwap the hog goes past its limit by half its swap share: it is swapping
+    when pressure begins. Under NoSwap it stays below its limit (no swap to go to)."""
+    if node.behavior != "LimitedSwap":
+        return HOG - 24 * Mi
+    pod = stress_pod("hog", "x", "ns", "t", [], {"memory": HOG}, {"memory": HOG})
+    share = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
+    assert share >= 32 * Mi, f"the hog's swap share {share} is too small to swap meaningfully on {node.describe()}"
+    return HOG + share // 2 // Mi * Mi
+
+
+def deploy_designed(ws: Workspace, low: str) -> list[str]:
+    for d in DESIGNED:
+        target = hog_allocation(ws.node) if d.name == "hog" else d.allocate
+        requests = {"memory": d.request}
+        limits = {"memory": d.limit} if d.limit else {}
+        if d.name == "guaranteed":
+            requests["cpu"] = limits["cpu"] = GUARANTEED["cpu"]
+        priority = low if d.priority_class == "low" else d.priority_class
+        ws.deploy_sampled(stress_pod(d.name, ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits,
+                                     priority_class=priority), interval="500ms")
+    for d in DESIGNED:
+        target = hog_allocation(ws.node) if d.name == "hog" else d.allocate
+        ws.running(d.name)
+        ws.observer.wait_log_line(ws.namespace, d.name, "stress", f"holding {target}")
+    return [f"{ws.namespace}/{d.name}" for d in DESIGNED]
+
+
+@pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_provider: Provider,
+                                                       workspace: Callable[[SwapNode], Workspace],
+                                                       low_priority_class: str, request: pytest.FixtureRequest) -> None:
+    ws = workspace(swap_node)
+    designed = deploy_designed(ws, low_priority_class)
+    hog = f"{ws.namespace}/hog"
+    watch = EvictionWatch(ws.observer)
+    settled = watch.poll()
+    missing = [k for k in designed if k not in settled.working_set]
+    assert not missing, f"no working set in /stats/summary for {missing}"
+    candidates = oracle.eviction_candidates(p for k, p in settled.pods.items() if k in settled.working_set)
+    tiers = oracle.eviction_ranking(candidates, settled.working_set)
+    hog_tier = next(i for i, tier in enumerate(tiers) if hog in tier)
+    before_hog = [k for tier in tiers[:hog_tier] for k in tier]
+    # Evicting everything ranked before the hog leaves the node short of the threshold by half
+    # the hog's working set; evicting the hog puts it above by as much.
+    threshold = settled.node_available + sum(settled.working_set[k] for k in before_hog) + settled.working_set[hog] // 2
+    # A hard threshold is also taken off the node's allocatable, and a restarted kubelet admits
+    # every running pod again against it: refuse a threshold that would reject pods.
+    requested = sum(oracle.pod_memory_request(p) for p in settled.pods.values())
+    assert requested <= swap_node.memory_capacity - threshold, (
+        f"the pods on the node request {requested}, more than the {swap_node.memory_capacity - threshold}"
+        f" allocatable a threshold of {threshold} leaves: the kubelet would reject pods on restart")
+
+    try:
+        with swap_provider.eviction_thresholds(swap_node, {"memory.available": str(threshold)}):
+            deadline = time.monotonic() + WATCH_SECONDS
+            while hog not in watch.evicted() and time.monotonic() < deadline:
+                watch.poll()
+                time.sleep(POLL_SECONDS)
+            watch.poll()
+    except NotCoveredError as error:
+        could_not_test(request.config, str(error), swap_node.behavior)
+
+    series = ws.stop_sampling()
+    context = account(watch, designed, threshold, f"oracle inputs at settle: tiers {tiers}")
+    evicted = watch.evicted()
+    judge = watch.before_first_eviction() or settled
+    problems = oracle.eviction_order_problems(list(judge.pods.values()), judge.working_set, evicted, designed)
+
+    assert ws.record.check("MemoryPressure condition and taint seen", "both",
+                           "both" if any(m.pressure for m in watch.moments) and any(m.taint for m in watch.moments)
+                           else f"pressure {any(m.pressure for m in watch.moments)}, taint {any(m.taint for m in watch.moments)}",
+                           f"threshold {threshold}, available at settle {settled.node_available}"), context
+    mine = [k for k in evicted if k in designed]
+    expected_mine = [k for tier in tiers for k in tier if k in designed and k in before_hog] + [hog]
+    assert ws.record.check("eviction order (this test's pods)", [k.split("/")[1] for k in expected_mine],
+                           [k.split("/")[1] for k in mine], f"tiers {tiers}; working sets {settled.working_set}"), context
+    assert ws.record.check("order problems (every pod)", [], problems, "rankMemoryPressure over active pods"), context
+    for event in watch.evictions:
+        assert event.reason == "Evicted" and event.message.startswith("The node was low on resource: memory."), context
+    survivors = [k for k in designed if k not in evicted]
+    assert f"{ws.namespace}/critical" in survivors, context
+    if swap_node.behavior == "LimitedSwap":
+        first = watch.before_first_eviction()
+        assert ws.record.check("node swap usage before the first eviction", "> 0", first.node_swap if first else None,
+                               "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap)), context
+        hog_series = series[("hog", "stress")]
+        assert any(s for s in hog_series.swap if s), "the hog never swapped: " + context
+    else:
+        swapped = {pod: max((s for s in sampled.swap if s is not None), default=None)
+                   for (pod, _), sampled in series.items()}
+        assert ws.record.check("memory.swap.current of every pod, every sample", "0 for all", swapped,
+                               "NoSwap: memory.swap.max 0", ok=all(v == 0 for v in swapped.values())), context
