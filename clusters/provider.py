@@ -59,6 +59,7 @@ class NotCoveredError(RuntimeError):
 
 class Provider(ABC):
     name: str
+    sets_eviction_thresholds: bool = False  # implements eviction_thresholds
 
     @abstractmethod
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:

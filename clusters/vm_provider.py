@@ -30,6 +30,7 @@ CLUSTER = "ksc-vm"
 
 class VmProvider(Provider):
     name = "vm"
+    sets_eviction_thresholds = True
 
     def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
                  reuse: bool, state_dir: Path | None = None, progress: Progress | None = None):

@@ -167,6 +167,17 @@ class VmCluster(Guest[VmState]):
         self.timings["image"] = time.monotonic() - t1
         return img
 
+    def _check_workload_image_current(self) -> None:
+        """The guest imported the workload image at boot; tests written against this checkout's
+        workload program must not run an older one."""
+        from workloads.image import build as wbuild
+
+        tag = wbuild.source_hash()[:12]
+        if not self.stress_ref.endswith(f":{tag}"):
+            raise VmClusterError(f"the running VM has the workload image {self.stress_ref}, but this checkout's"
+                                 f" workloads/stress builds tag {tag} (it changed since the VM booted): run without"
+                                 " --reuse-clusters (or `python -m clusters.vm down` first) to boot a VM with it")
+
     # ------------------------------------------------------------------ up/down
     def up(self, behavior: str = "LimitedSwap", reuse: bool = False) -> Path:
         """Bring the node up (or attach to a running one with ``reuse``); returns the kubeconfig.
@@ -183,6 +194,7 @@ class VmCluster(Guest[VmState]):
             self.progress(f"reusing running VM (pid {st.pid}, port {st.port})")
             self.reused = True
             self.stress_ref, self.pause_ref = st.stress_image, st.pause_image
+            self._check_workload_image_current()
             self._wait_node_ready(time.monotonic() + 600)
             if _normalize_behavior(st.behavior) != behavior:
                 self.set_swap_behavior(behavior)
