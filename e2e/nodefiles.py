@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from e2e.conftest import Workspace
 
 HOST_CGROUP = "/host-cgroup"
+SCRATCH = "/scratch"  # the reader's own writable directory (the image has no other)
 
 
 @dataclass
@@ -35,9 +36,11 @@ class NodeFiles:
                 "containers": [{
                     "name": "reader", "image": ws.image, "imagePullPolicy": "Never",
                     "command": ["/swapstress", "pause"], "securityContext": {"privileged": True},
-                    "volumeMounts": [{"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True}],
+                    "volumeMounts": [{"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True},
+                                     {"name": "scratch", "mountPath": SCRATCH}],
                 }],
-                "volumes": [{"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup"}}],
+                "volumes": [{"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup"}},
+                            {"name": "scratch", "emptyDir": {}}],
                 "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": 1,
                 **({"priorityClassName": "system-node-critical"} if critical else {}),
@@ -45,6 +48,10 @@ class NodeFiles:
         })
         ws.running(name)
         return cls(ws, name)
+
+    def read(self, path: str) -> str:
+        """A file inside the reader itself (e.g. under SCRATCH)."""
+        return self._exec("cat", path)
 
     def _exec(self, *argv: str) -> str:
         return self.ws.observer.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv]).stdout

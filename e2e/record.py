@@ -35,7 +35,7 @@ class Series:
     memory_max: int | None = None  # None: "max" (unlimited)
     swap_max: int | None = None
     ended: str = ""  # how the container ended, e.g. "OOMKilled (exit 137)"; "" if still running
-    ended_at: float | None = None  # seconds since the first sample
+    ended_at: float | None = None  # seconds since the first sample: finishedAt, whole seconds
 
 
 class Recorder:

@@ -220,7 +220,9 @@ def plot(series: Series, title: str, path: Path) -> None:
         else:
             axes.plot([], [], color="tab:orange", linestyle="--", label="memory.swap.max: max (unlimited)")
         if series.ended_at is not None:
-            axes.axvline(series.ended_at, color="tab:red", linestyle=":", label=f"ended: {series.ended}")
+            # finishedAt has whole seconds: the container ended within the second after it.
+            axes.axvspan(series.ended_at, series.ended_at + 1, color="tab:red", alpha=0.15,
+                         label=f"ended: {series.ended} (finishedAt, 1 s resolution)")
         elif not series.ended:
             axes.plot([], [], " ", label="still running when sampling stopped")
         if not series.t:

@@ -39,9 +39,12 @@ def test_eviction_thresholds_are_confirmed_live_and_restored() -> None:
     assert _shows({**defaults, **settings}, settings) and not _shows(defaults, settings)
     # the file set neither: restored once the kubelet no longer runs the test's values
     assert _restored(defaults, {}, settings) and not _restored({**defaults, **settings}, {}, settings)
-    # the file set a transition period of its own: it must be live again
-    own = {"evictionPressureTransitionPeriod": "30s"}
-    assert _restored({**defaults, **own}, own, settings) and not _restored(defaults, own, settings)
+    # kubeadm's file says 0s, which the kubelet reads back as its 5m0s default
+    kubeadm = {"evictionPressureTransitionPeriod": "0s"}
+    assert _restored(defaults, kubeadm, settings) and not _restored({**defaults, **settings}, kubeadm, settings)
+    # a key the file already had at the test's value cannot tell a restored kubelet
+    assert _restored(defaults | {"evictionPressureTransitionPeriod": "5s"}, {"evictionPressureTransitionPeriod": "5s"},
+                     settings)
 
 
 def test_a_provider_without_the_capability_says_so() -> None:

@@ -31,6 +31,7 @@ sample 1000 cri-containerd-aaaa.scope 100 - max -
 sample 1000 cri-containerd-bbbb.scope 1048576 0 8388608 4194304
 sample 1100 cri-containerd-bbbb.scope 9437184 1048576 8388608 4194304
 sample 1200 cri-containerd-aaaa.scope 100 - max -
+sample 1300 cri-containerd-bbbb.scope - - - -
 stopped reason=asked
 """
 

@@ -20,14 +20,17 @@ var sampleFiles = []string{"memory.current", "memory.swap.current", "memory.max"
 //
 // It prints `ready`, then follows every pod a line on stdin names by its cgroup directory
 // name part ("pod<uid>"): the test starts the sampler before it creates a pod, so the first
-// sample can precede the container's first allocation. Every interval it prints, per
+// sample can precede the container's first allocation. Every interval it writes, per
 // container cgroup below a followed pod's, `sample UNIX_MS DIR current swap max swapmax` (a
-// file the kernel does not offer reads "-"). It stops when stdin says "stop" or closes, when
-// every followed pod's cgroup is gone after it was seen, or after --timeout.
+// file the kernel does not offer reads "-"), to stdout or, with --out, to that file. It stops
+// when stdin says "stop", when every followed pod's cgroup is gone after it was seen, or after
+// --timeout; and when stdin closes, unless --out is given: an exec stream dies with the
+// kubelet that carries it (a test may restart the kubelet), and the file outlives it.
 func runSampleCgroups(args []string) error {
 	fs := newFlagSet("sample-cgroups")
 	interval := fs.Duration("interval", 100*time.Millisecond, "time between samples")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop after this long whatever happens")
+	outPath := fs.String("out", "", "append samples to this file instead of stdout; keep going when stdin closes")
 	if err := parseFlags(fs, args, true); err != nil {
 		return err
 	}
@@ -37,6 +40,15 @@ func runSampleCgroups(args []string) error {
 	if *interval <= 0 || *timeout <= 0 {
 		return fmt.Errorf("sample-cgroups: --interval and --timeout must be > 0")
 	}
+	var out io.Writer = os.Stdout
+	if *outPath != "" {
+		f, err := os.OpenFile(*outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
 	emit("ready")
 	lines := make(chan string)
 	go func() {
@@ -44,9 +56,15 @@ func runSampleCgroups(args []string) error {
 		for scanner.Scan() {
 			lines <- strings.TrimSpace(scanner.Text())
 		}
-		close(lines)
+		if *outPath == "" {
+			close(lines)
+		}
 	}()
-	return sampleLoop(fs.Arg(0), *interval, lines, time.After(*timeout), os.Stdout)
+	err := sampleLoop(fs.Arg(0), *interval, lines, time.After(*timeout), out)
+	if *outPath != "" {
+		emit("stopped") // the reason is in the file
+	}
+	return err
 }
 
 // sampleLoop follows the pods named on lines until "stop", EOF, the deadline, or every
