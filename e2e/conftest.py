@@ -16,7 +16,6 @@ from e2e.record import Recorder, Series
 from workloads.pods import labels
 
 if TYPE_CHECKING:
-    from e2e.nodefiles import NodeFiles
     from e2e.sampler import CgroupSampler
 
 _observers: dict[tuple[str, str], NodeObserver] = {}
@@ -44,7 +43,8 @@ class Workspace:
     deployed: list[str] = field(default_factory=list)
     sampled: list[tuple[str, str]] = field(default_factory=list)  # (pod, container) being sampled
     _sampler: CgroupSampler | None = None
-    _files: NodeFiles | None = None
+    _samplers: int = 0  # sampler pods made so far (each has its own name)
+    _container_ids: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def deploy(self, manifest: dict[str, Any]) -> dict[str, Any]:
         self.observer.create(manifest)
@@ -56,13 +56,12 @@ class Workspace:
         """Deploy a pod whose container's memory is sampled from its cgroup on the node from
         before it starts until the test ends (or `stop_sampling`): the report plots it. The
         first call starts the sampler, at `interval`."""
-        from e2e.nodefiles import NodeFiles
         from e2e.sampler import CgroupSampler
 
-        if self._files is None:
-            self._files = NodeFiles.on(self, self.node.name, name="cgroup-sampler", critical=True)
         if self._sampler is None:
-            self._sampler = CgroupSampler(self._files, interval).start()
+            self._samplers += 1
+            name = "cgroup-sampler" if self._samplers == 1 else f"cgroup-sampler-{self._samplers}"
+            self._sampler = CgroupSampler(self, interval, name).start()
         name = manifest["metadata"]["name"]
         self.sampled.append((name, container))
         self.deploy(manifest)
@@ -81,7 +80,7 @@ class Workspace:
         for pod, container in self.sampled:
             statuses = self.observer.pod(self.namespace, pod).get("status", {}).get("containerStatuses") or []
             status = next((cs for cs in statuses if cs["name"] == container), {})
-            container_id = str(status.get("containerID", "")).rpartition("://")[2]
+            container_id = str(status.get("containerID") or self._container_ids.get((pod, container), "")).rpartition("://")[2]
             terminated = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
             found[(pod, container)] = parse_series(output, f"{pod}/{container}", container_id or "<no container id>",
                                                    terminated)
@@ -100,7 +99,11 @@ class Workspace:
             warnings.warn(f"{self.namespace}: memory samples lost: {error}", stacklevel=1)
 
     def running(self, name: str) -> dict[str, Any]:
-        return self.observer.wait_running(self.namespace, name)
+        pod = self.observer.wait_running(self.namespace, name)
+        for status in pod.get("status", {}).get("containerStatuses") or []:
+            if status.get("containerID"):  # an evicted container's status may lose it
+                self._container_ids[(name, status["name"])] = status["containerID"]
+        return pod
 
     def explain(self, name: str) -> str:
         return self.observer.explain(self.namespace, name)

@@ -35,9 +35,26 @@ class Moment:
 @dataclass
 class Eviction:
     key: str
-    t: float
-    reason: str
-    message: str
+    t: float  # when the watch first saw it
+    at: str  # the DisruptionTarget condition's lastTransitionTime (whole seconds)
+    phase: str
+    reason: str  # status.reason: "Evicted" when the pod ended Failed
+    message: str  # status.message, or the condition's where the pod ended Succeeded
+    condition: dict[str, Any]
+    exit_codes: list[int | None]
+
+
+def eviction_of(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The mark the kubelet leaves on a pod it evicted, whatever phase the pod ends in: the
+    DisruptionTarget condition with reason TerminationByKubelet (eviction_manager.go evictPod).
+    status.reason "Evicted" survives only when the pod ends Failed: a container that exits 0 on
+    SIGTERM ends the pod Succeeded without it (kubelet_pods.go generateAPIPodStatus recomputes
+    the phase from the containers; SIG Node kept that, kubernetes/kubernetes#120182)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("reason") == "TerminationByKubelet" \
+                and condition.get("status") == "True":
+            return condition
+    return None
 
 
 @dataclass
@@ -48,19 +65,28 @@ class EvictionWatch:
     evictions: list[Eviction] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
 
-    def poll(self) -> Moment:
+    def poll(self, stats: bool = True) -> Moment:
+        """One look at the node. Without `stats` (no /stats/summary: the slow part) a look is
+        quick enough to see evictions that come seconds apart one by one."""
         pods = self.observer.pods_on_node()
         node = self.observer.node_status()
-        summary = json.loads(self.observer.node_proxy("stats/summary"))
+        summary = json.loads(self.observer.node_proxy("stats/summary")) if stats else {}
         t = time.monotonic() - self.start
         active = {}
         for pod in pods:
             key = key_of(pod)
             status = pod.get("status") or {}
-            if status.get("reason") == "Evicted" and key not in self._seen:
+            condition = eviction_of(pod)
+            if (condition or status.get("reason") == "Evicted") and key not in self._seen:
                 self._seen.add(key)
-                self.evictions.append(Eviction(key, t, status.get("reason", ""), status.get("message", "")))
-            if status.get("phase") in ("Running", "Pending") and not pod["metadata"].get("deletionTimestamp"):
+                codes = [((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
+                         for cs in status.get("containerStatuses") or []]
+                self.evictions.append(Eviction(key, t, (condition or {}).get("lastTransitionTime", ""),
+                                               status.get("phase", ""), status.get("reason", ""),
+                                               status.get("message") or (condition or {}).get("message", ""),
+                                               condition or {}, codes))
+            if status.get("phase") in ("Running", "Pending") and not pod["metadata"].get("deletionTimestamp") \
+                    and not condition:
                 active[key] = pod
         working_set, swap = {}, {}
         for stats in summary.get("pods") or []:
@@ -87,7 +113,35 @@ class EvictionWatch:
         return earlier[-1] if earlier else None
 
     def evicted(self) -> list[str]:
-        return [e.key for e in self.evictions]
+        """In the order they happened: the condition's second, then the order the watch saw them."""
+        return [e.key for e in sorted(self.evictions, key=lambda e: (e.at, e.t))]
+
+    def refresh(self) -> None:
+        """Evicted pods reach their final phase after the mark: read each one's last status."""
+        for eviction in self.evictions:
+            namespace, name = eviction.key.split("/", 1)
+            pod = self.observer.pod(namespace, name)
+            status = pod.get("status") or {}
+            eviction.phase, eviction.reason = status.get("phase", ""), status.get("reason", "")
+            eviction.message = status.get("message") or eviction.condition.get("message", "")
+            eviction.exit_codes = [((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
+                                   for cs in status.get("containerStatuses") or []]
+
+    def problems_with_evicted_pods(self) -> list[str]:
+        """What an evicted pod must say: the condition naming memory; a Failed pod the reason
+        Evicted and that message; a Succeeded one only if every container exited 0."""
+        problems = []
+        for e in self.evictions:
+            memory = "The node was low on resource: memory."
+            if not str(e.condition.get("message", "")).startswith(memory):
+                problems.append(f"{e.key}: DisruptionTarget {e.condition or 'missing'}")
+            if e.phase == "Failed" and not (e.reason == "Evicted" and e.message.startswith(memory)):
+                problems.append(f"{e.key}: Failed with reason {e.reason!r}, message {e.message!r}")
+            elif e.phase == "Succeeded" and any(code != 0 for code in e.exit_codes):
+                problems.append(f"{e.key}: Succeeded, yet its containers exited {e.exit_codes}")
+            elif e.phase not in ("Failed", "Succeeded"):
+                problems.append(f"{e.key}: phase {e.phase!r} after eviction")
+        return problems
 
 
 def account(watch: EvictionWatch, designed: list[str], threshold: int, extra: str = "") -> str:
@@ -110,7 +164,8 @@ def account(watch: EvictionWatch, designed: list[str], threshold: int, extra: st
                          f" / ws {moment.working_set.get(key)} / swap {moment.swap.get(key)}")
         candidates = oracle.eviction_candidates(p for k, p in moment.pods.items() if k in moment.working_set)
         lines.append(f"oracle order (tiers): {oracle.eviction_ranking(candidates, moment.working_set)}")
-    lines.append("evictions seen: " + "; ".join(f"t={e.t:.0f}s {e.key}: {e.message}" for e in watch.evictions))
+    lines.append("evictions seen: " + "; ".join(f"t={e.t:.0f}s ({e.at}) {e.key}: {e.phase} {e.reason!r} exit {e.exit_codes}:"
+                                                 f" {e.message}" for e in watch.evictions))
     changes, previous = [], None
     for m in watch.moments:
         state = (m.pressure, m.taint)

@@ -24,8 +24,10 @@ class NodeFiles:
     pod: str
 
     @classmethod
-    def on(cls, ws: Workspace, node: str, name: str = "cgroup-reader", critical: bool = False) -> "NodeFiles":
-        """`critical`: system-node-critical, so the kubelet never evicts it under pressure."""
+    def on(cls, ws: Workspace, node: str, name: str = "cgroup-reader", critical: bool = False,
+           command: list[str] | None = None) -> "NodeFiles":
+        """`critical`: system-node-critical, so the kubelet never evicts it under pressure.
+        `command`: the reader's main process (default: it pauses)."""
         ws.deploy({
             "apiVersion": "v1",
             "kind": "Pod",
@@ -35,7 +37,7 @@ class NodeFiles:
                 "tolerations": [{"operator": "Exists"}],
                 "containers": [{
                     "name": "reader", "image": ws.image, "imagePullPolicy": "Never",
-                    "command": ["/swapstress", "pause"], "securityContext": {"privileged": True},
+                    "command": command or ["/swapstress", "pause"], "securityContext": {"privileged": True},
                     "volumeMounts": [{"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True},
                                      {"name": "scratch", "mountPath": SCRATCH}],
                 }],
@@ -52,6 +54,10 @@ class NodeFiles:
     def read(self, path: str) -> str:
         """A file inside the reader itself (e.g. under SCRATCH)."""
         return self._exec("cat", path)
+
+    def touch(self, path: str) -> None:
+        """Create an empty file inside the reader."""
+        self._exec("fill", "--path", path, "--bytes", "0")
 
     def _exec(self, *argv: str) -> str:
         return self.ws.observer.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv]).stdout

@@ -1,23 +1,25 @@
 """A pod's containers' memory over time, sampled on the node from their cgroups while a test
-runs: `swapstress sample-cgroups` in the privileged node reader, started before the pod is
-created so no allocation precedes the first sample. What it reads is what the plots show:
-memory.current and memory.swap.current against the memory.max and memory.swap.max the
+runs: `swapstress sample-cgroups` as the main process of a privileged pod, running before the
+pod is created and told to follow it as soon as it exists. What it reads is what the plots
+show: memory.current and memory.swap.current against the memory.max and memory.swap.max the
 kubelet wrote."""
 
 from __future__ import annotations
 
-import threading
-import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from e2e.nodefiles import SCRATCH
 from e2e.record import Series
 
 if TYPE_CHECKING:
+    from e2e.conftest import Workspace
     from e2e.nodefiles import NodeFiles
 
-READY_SECONDS = 120
-STOP_SECONDS = 30
+FOLLOW = f"{SCRATCH}/follow"
+SAMPLES = f"{SCRATCH}/samples"
+RETRY_SECONDS = 120
 
 
 def _number(text: str) -> int | None:
@@ -58,79 +60,54 @@ def _ended(terminated: dict[str, Any] | None) -> str:
 
 
 class CgroupSampler:
-    """`start()` before creating the pod, `follow(uid)` once it exists, `stop()` when done."""
+    """A privileged pod whose main process samples the pods it is told to follow: a main
+    process outlives a kubelet restart (the eviction test restarts it), an exec stream does
+    not. Pods are named by creating a file in its follow directory; samples go to a file in it.
+    `start()` before creating the pod, `follow(uid)` once it exists, `stop()` when done."""
 
-    def __init__(self, files: NodeFiles, interval: str = "100ms"):
-        self.files = files
+    def __init__(self, ws: Workspace, interval: str = "100ms", name: str = "cgroup-sampler"):
+        self.ws = ws
         self.interval = interval
-        self.client: Any = None
-        self.chunks: list[str] = []
-        self.pump: threading.Thread | None = None
-        self.closing = False
-        self.out = ""  # the sampler's file in the reader
-        self.error: Exception | None = None  # the stream failed before it was stopped
-
-    def output(self) -> str:
-        return "".join(self.chunks)
+        self.name = name
+        self.files: NodeFiles | None = None
+        self.stopped = ""
 
     def start(self) -> CgroupSampler:
-        from kubernetes.stream import stream
+        from e2e.nodefiles import HOST_CGROUP, NodeFiles
 
-        from e2e.nodefiles import HOST_CGROUP, SCRATCH
-
-        ws = self.files.ws
-        self.out = f"{SCRATCH}/samples-{time.monotonic_ns()}"
-        # Samples go to a file in the reader, not into the exec stream: the stream dies with
-        # the kubelet that carries it (the eviction test restarts it), the sampler and its file
-        # do not.
-        self.client = stream(ws.observer.core.connect_get_namespaced_pod_exec, self.files.pod, ws.namespace,
-                             container="reader", command=["/swapstress", "sample-cgroups", "--interval", self.interval,
-                                                          "--out", self.out, HOST_CGROUP],
-                             stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False)
-        self.pump = threading.Thread(target=self._pump, name="cgroup-sampler", daemon=True)
-        self.pump.start()
-        self._wait_for("ready", READY_SECONDS)
+        command = ["/swapstress", "sample-cgroups", "--interval", self.interval, "--out", SAMPLES,
+                   "--follow-dir", FOLLOW, HOST_CGROUP]
+        self.files = NodeFiles.on(self.ws, self.ws.node.name, name=self.name, critical=True, command=command)
         return self
 
-    def _pump(self) -> None:
-        # Read continuously: unread output would fill the stream and stall the sampler.
-        try:
-            while self.client.is_open():
-                self.client.update(timeout=1)
-                if self.client.peek_stdout():
-                    self.chunks.append(self.client.read_stdout())
-        except Exception as error:  # noqa: BLE001 - the stream closing under us ends the pump
-            if not self.closing:
-                self.error = error
-
-    def _wait_for(self, word: str, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not any(line.split(" ", 1)[0] == word for line in self.output().splitlines()):
-            if time.monotonic() > deadline or not self.pump.is_alive():
-                raise AssertionError(f"the cgroup sampler did not say {word!r} within {seconds} s:"
-                                     f" {self.output()[-300:]!r} {self.client.read_stderr()[-300:]!r}"
-                                     + (f" (stream: {self.error!r})" if self.error else ""))
-            time.sleep(0.1)
-
     def follow(self, pod_uid: str) -> None:
-        self.client.write_stdin(f"pod{pod_uid}\n")
+        self._retrying(f"following pod {pod_uid}", lambda: self.files.touch(f"{FOLLOW}/pod{pod_uid}") or "done")
 
     def stop(self) -> str:
-        """Stop sampling and return its samples. Where the stream is gone (the kubelet was
-        restarted) the sampler cannot be told: it ends with its pods or the reader pod, and the
-        samples are read as far as they go."""
-        if self.client is None:
+        """Stop sampling (once) and return every sample."""
+        if self.files is None:
             return ""
-        try:
-            if self.client.is_open():
-                self.client.write_stdin("stop\n")
-                self._wait_for("stopped", STOP_SECONDS)
-        except Exception:  # noqa: BLE001 - the stream died under us: the file has the samples
-            pass
-        finally:
-            self.closing = True
-            self.client.close()
-            if self.pump is not None:
-                self.pump.join(timeout=5)
-            self.client = None
-        return self.files.read(self.out)
+        if not self.stopped:
+            self._retrying("asking the sampler to stop", lambda: self.files.touch(f"{FOLLOW}/stop") or "done")
+            self.stopped = self._retrying("the sampler to stop", self._when_stopped)
+        return self.stopped
+
+    def _when_stopped(self) -> str | None:
+        text = self.files.read(SAMPLES)
+        return text if any(line.startswith("stopped ") for line in text.splitlines()) else None
+
+    def _retrying(self, what: str, attempt: Callable[[], str | None]) -> str:
+        # Right after a kubelet restart its exec handler may not know the pod yet ("pod does
+        # not exist"): retry, bounded.
+        from e2e.observe import wait_for
+
+        last: list[str] = [""]
+
+        def probe() -> str | None:
+            try:
+                return attempt()
+            except Exception as error:  # noqa: BLE001 - retried; the last one is reported
+                last[0] = repr(error)[:300]
+                return None
+
+        return wait_for(what, probe, RETRY_SECONDS, lambda: last[0])

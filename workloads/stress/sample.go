@@ -18,24 +18,28 @@ var sampleFiles = []string{"memory.current", "memory.swap.current", "memory.max"
 
 // runSampleCgroups samples the memory of pods' containers from the node's cgroup tree.
 //
-// It prints `ready`, then follows every pod a line on stdin names by its cgroup directory
-// name part ("pod<uid>"): the test starts the sampler before it creates a pod, so the first
-// sample can precede the container's first allocation. Every interval it writes, per
-// container cgroup below a followed pod's, `sample UNIX_MS DIR current swap max swapmax` (a
-// file the kernel does not offer reads "-"), to stdout or, with --out, to that file. It stops
-// when stdin says "stop", when every followed pod's cgroup is gone after it was seen, or after
-// --timeout; and when stdin closes, unless --out is given: an exec stream dies with the
-// kubelet that carries it (a test may restart the kubelet), and the file outlives it.
+// Pods to follow are named by their cgroup directory name part ("pod<uid>"), one per line on
+// stdin or, with --follow-dir, one per (empty) file created in that directory. Every interval
+// it writes, per container cgroup below a followed pod's, `sample UNIX_MS DIR current swap max
+// swapmax` (a file the kernel does not offer reads "-"), to stdout or, with --out, to that
+// file. It stops sampling when told "stop" (a line, or a file of that name), when every
+// followed pod's cgroup is gone after it was seen, or after --timeout; on stdin's end too,
+// without --follow-dir.
+//
+// --follow-dir is for running it as a pod's main process, which (unlike an exec stream)
+// outlives a kubelet restart; after stopping it then idles until SIGTERM, so the file can
+// still be read.
 func runSampleCgroups(args []string) error {
 	fs := newFlagSet("sample-cgroups")
 	interval := fs.Duration("interval", 100*time.Millisecond, "time between samples")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop after this long whatever happens")
-	outPath := fs.String("out", "", "append samples to this file instead of stdout; keep going when stdin closes")
+	outPath := fs.String("out", "", "append samples to this file instead of stdout")
+	followDir := fs.String("follow-dir", "", "follow the pods named by the files created in this directory")
 	if err := parseFlags(fs, args, true); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("sample-cgroups [--interval D] [--timeout D] ROOT (then pods' name parts on stdin)")
+		return fmt.Errorf("sample-cgroups [--interval D] [--timeout D] [--out FILE] [--follow-dir DIR] ROOT")
 	}
 	if *interval <= 0 || *timeout <= 0 {
 		return fmt.Errorf("sample-cgroups: --interval and --timeout must be > 0")
@@ -49,22 +53,45 @@ func runSampleCgroups(args []string) error {
 		defer f.Close()
 		out = f
 	}
-	emit("ready")
+	sigs := termSignals()
 	lines := make(chan string)
-	go func() {
-		scanner := bufio.NewScanner(os.Stdin)
-		for scanner.Scan() {
-			lines <- strings.TrimSpace(scanner.Text())
+	if *followDir != "" {
+		if err := os.MkdirAll(*followDir, 0o755); err != nil {
+			return err
 		}
-		if *outPath == "" {
+		go watchDir(*followDir, *interval, lines)
+	} else {
+		go func() {
+			scanner := bufio.NewScanner(os.Stdin)
+			for scanner.Scan() {
+				lines <- strings.TrimSpace(scanner.Text())
+			}
 			close(lines)
-		}
-	}()
-	err := sampleLoop(fs.Arg(0), *interval, lines, time.After(*timeout), out)
-	if *outPath != "" {
-		emit("stopped") // the reason is in the file
+		}()
 	}
-	return err
+	emit("ready")
+	err := sampleLoop(fs.Arg(0), *interval, lines, time.After(*timeout), out)
+	if err != nil || *followDir == "" {
+		return err
+	}
+	sig := <-sigs // keep the file readable until the pod is deleted
+	emit("exiting signal=%s", sig)
+	return nil
+}
+
+// watchDir sends the name of every file that appears in dir, once, in name order per look.
+func watchDir(dir string, interval time.Duration, lines chan<- string) {
+	seen := map[string]bool{}
+	for {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if !seen[e.Name()] {
+				seen[e.Name()] = true
+				lines <- e.Name()
+			}
+		}
+		time.Sleep(interval)
+	}
 }
 
 // sampleLoop follows the pods named on lines until "stop", EOF, the deadline, or every

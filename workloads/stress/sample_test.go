@@ -123,3 +123,26 @@ func TestSampleLoopFollowsSeveralPodsUntilAllAreGone(t *testing.T) {
 		}
 	}
 }
+
+func TestWatchDirSendsEachNewFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "poda"), "")
+	lines := make(chan string, 10)
+	go watchDir(dir, 10*time.Millisecond, lines)
+	if got := <-lines; got != "poda" {
+		t.Fatalf("first name %q", got)
+	}
+	write(t, filepath.Join(dir, "stop"), "")
+	select {
+	case got := <-lines:
+		if got != "stop" {
+			t.Fatalf("second name %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new file was not seen")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if len(lines) != 0 {
+		t.Fatalf("a file was sent twice: %q", <-lines)
+	}
+}
