@@ -112,6 +112,13 @@ class EvictionWatch:
         earlier = [m for m in self.moments if m.t < self.evictions[0].t]
         return earlier[-1] if earlier else None
 
+    def over(self, quiet: float) -> bool:
+        """Pressure came and went: pods were evicted, none for `quiet` seconds, and the node no
+        longer reports MemoryPressure."""
+        if not self.evictions or not self.moments or self.moments[-1].pressure:
+            return False
+        return self.moments[-1].t - max(e.t for e in self.evictions) >= quiet
+
     def evicted(self) -> list[str]:
         """In the order they happened: the condition's second, then the order the watch saw them."""
         return [e.key for e in sorted(self.evictions, key=lambda e: (e.at, e.t))]

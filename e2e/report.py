@@ -223,7 +223,9 @@ def plot(series: Series, title: str, path: Path) -> None:
             # finishedAt has whole seconds: the container ended within the second after it.
             axes.axvspan(series.ended_at, series.ended_at + 1, color="tab:red", alpha=0.15,
                          label=f"ended: {series.ended} (finishedAt, 1 s resolution)")
-        elif not series.ended:
+        elif series.ended:
+            axes.plot([], [], " ", label=f"ended: {series.ended} (no finishedAt reported)")
+        else:
             axes.plot([], [], " ", label="still running when sampling stopped")
         if not series.t:
             axes.text(0.5, 0.5, "no samples", transform=axes.transAxes, ha="center")
