@@ -238,6 +238,22 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def _index_and_docker_manifest(manifest: _Blob, config: _Blob, layer_path: str, ref: str, arch: str) -> tuple[bytes, bytes]:
+    """index.json (OCI, the ref as containerd and OCI name it) and manifest.json (Docker's
+    `docker load` format) of a one-layer image."""
+    index = _canonical_json({
+        "schemaVersion": 2,
+        "mediaType": MEDIA_TYPE_INDEX,
+        "manifests": [manifest.descriptor(
+            MEDIA_TYPE_MANIFEST,
+            annotations={ANNOTATION_CONTAINERD_NAME: ref, ANNOTATION_REF_NAME: ref},
+            platform={"architecture": arch, "os": "linux"},
+        )],
+    })
+    docker_manifest = _canonical_json([{"Config": config.archive_path, "RepoTags": [ref], "Layers": [layer_path]}])
+    return index, docker_manifest
+
+
 def write_image_archive(
     archive_path: Path,
     ref: str,
@@ -286,20 +302,7 @@ def write_image_archive(
         "config": config.descriptor(MEDIA_TYPE_CONFIG),
         "layers": [layer.descriptor(layer_media_type)],
     }))
-    index = _canonical_json({
-        "schemaVersion": 2,
-        "mediaType": MEDIA_TYPE_INDEX,
-        "manifests": [manifest.descriptor(
-            MEDIA_TYPE_MANIFEST,
-            annotations={ANNOTATION_CONTAINERD_NAME: ref, ANNOTATION_REF_NAME: ref},
-            platform={"architecture": arch, "os": "linux"},
-        )],
-    })
-    docker_manifest = _canonical_json([{
-        "Config": config.archive_path,
-        "RepoTags": [ref],
-        "Layers": [layer.archive_path],
-    }])
+    index, docker_manifest = _index_and_docker_manifest(manifest, config, layer.archive_path, ref, arch)
     archive = _build_tar(_outer_members([config, layer, manifest], index, docker_manifest))
     _write_atomically(Path(archive_path), archive)
     return manifest.digest
@@ -382,16 +385,7 @@ def write_tree_image_archive(
             "layers": [layer_descriptor],
         }))
         layer_path = f"blobs/sha256/{layer_digest.split(':', 1)[1]}"
-        index = _canonical_json({
-            "schemaVersion": 2,
-            "mediaType": MEDIA_TYPE_INDEX,
-            "manifests": [manifest.descriptor(
-                MEDIA_TYPE_MANIFEST,
-                annotations={ANNOTATION_CONTAINERD_NAME: ref, ANNOTATION_REF_NAME: ref},
-                platform={"architecture": arch, "os": "linux"},
-            )],
-        })
-        docker_manifest = _canonical_json([{"Config": config.archive_path, "RepoTags": [ref], "Layers": [layer_path]}])
+        index, docker_manifest = _index_and_docker_manifest(manifest, config, layer_path, ref, arch)
         small = {config.archive_path: config.data, manifest.archive_path: manifest.data, "index.json": index,
                  "manifest.json": docker_manifest, "oci-layout": _canonical_json({"imageLayoutVersion": "1.0.0"})}
         with os.fdopen(out_fd, "wb") as out, tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
