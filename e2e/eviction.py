@@ -112,6 +112,10 @@ class EvictionWatch:
         earlier = [m for m in self.moments if m.t < self.evictions[0].t]
         return earlier[-1] if earlier else None
 
+    def pressure_seen(self) -> tuple[bool, bool]:
+        """(MemoryPressure, its taint): each seen at least once."""
+        return any(m.pressure for m in self.moments), any(m.taint for m in self.moments)
+
     def over(self, quiet: float) -> bool:
         """Pressure came and went: pods were evicted, none for `quiet` seconds, and the node no
         longer reports MemoryPressure."""

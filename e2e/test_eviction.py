@@ -166,8 +166,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
             # The episode can be over in seconds; the node's condition is posted with its status
             # (every 10 s) and the taint follows it: keep looking a little while for both.
             settle = time.monotonic() + TAINT_SECONDS
-            while not (any(m.pressure for m in watch.moments) and any(m.taint for m in watch.moments)) \
-                    and time.monotonic() < settle:
+            while not all(watch.pressure_seen()) and time.monotonic() < settle:
                 watch.poll(stats=False)
                 time.sleep(POLL_SECONDS)
     except NotCoveredError as error:  # the provider said it could, then could not
@@ -181,9 +180,9 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     # each eviction is the one at settle.
     problems = oracle.eviction_order_problems(list(settled.pods.values()), settled.working_set, evicted, designed)
 
+    pressure, taint = watch.pressure_seen()
     assert ws.record.check("MemoryPressure condition and taint seen", "both",
-                           "both" if any(m.pressure for m in watch.moments) and any(m.taint for m in watch.moments)
-                           else f"pressure {any(m.pressure for m in watch.moments)}, taint {any(m.taint for m in watch.moments)}",
+                           "both" if pressure and taint else f"pressure {pressure}, taint {taint}",
                            f"threshold {threshold}, available at settle {settled.node_available}"), context
     mine = [k for k in evicted if k in designed]
     expected_mine = [k for tier in tiers for k in tier if k in designed and k in before_hog] + [hog]
