@@ -16,7 +16,6 @@ Everything it creates is deleted at the end (``--keep`` leaves the kind host up)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.vm_bench import host_description  # noqa: E402
+from bench.vm_bench import host_description, print_rows  # noqa: E402
 from clusters import kind_config, shared  # noqa: E402
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP  # noqa: E402
 from clusters.kind_provider import KindProvider  # noqa: E402
@@ -109,11 +108,7 @@ def main() -> int:
     finally:
         if not a.keep:
             host.down(quiet=True)
-    width = max(len(k) for k, _ in rows)
-    print()
-    for k, v in rows:
-        print(f"{k.ljust(width)}  {v}")
-    print(json.dumps(dict(rows)), file=sys.stderr)
+    print_rows(rows)
     return 0
 
 

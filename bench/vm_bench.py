@@ -139,12 +139,17 @@ def main() -> int:
     finally:
         if not a.keep:
             vm.down(quiet=True)
+    print_rows(rows)
+    return 0
+
+
+def print_rows(rows: list[tuple[str, str]]) -> None:
+    """The measurements as an aligned table on stdout and as JSON on stderr."""
     width = max(len(k) for k, _ in rows)
     print()
     for k, v in rows:
         print(f"{k.ljust(width)}  {v}")
-    print(json.dumps(dict(rows), indent=None), file=sys.stderr)
-    return 0
+    print(json.dumps(dict(rows)), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,16 @@ class Eviction:
     exit_codes: list[int | None]
 
 
+def _eviction(pod: dict[str, Any], t: float) -> Eviction:
+    """The eviction as the pod's status tells it at time t of the watch."""
+    status = pod.get("status") or {}
+    condition = eviction_of(pod) or {}
+    codes = [((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
+             for cs in status.get("containerStatuses") or []]
+    return Eviction(key_of(pod), t, condition.get("lastTransitionTime", ""), status.get("phase", ""),
+                    status.get("reason", ""), status.get("message") or condition.get("message", ""), condition, codes)
+
+
 def eviction_of(pod: dict[str, Any]) -> dict[str, Any] | None:
     """The mark the kubelet leaves on a pod it evicted, whatever phase the pod ends in: the
     DisruptionTarget condition with reason TerminationByKubelet (eviction_manager.go evictPod).
@@ -63,7 +73,6 @@ class EvictionWatch:
     start: float = field(default_factory=time.monotonic)
     moments: list[Moment] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
-    _seen: set[str] = field(default_factory=set)
 
     def poll(self, stats: bool = True) -> Moment:
         """One look at the node. Without `stats` (no /stats/summary: the slow part) a look is
@@ -77,14 +86,8 @@ class EvictionWatch:
             key = key_of(pod)
             status = pod.get("status") or {}
             condition = eviction_of(pod)
-            if (condition or status.get("reason") == "Evicted") and key not in self._seen:
-                self._seen.add(key)
-                codes = [((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
-                         for cs in status.get("containerStatuses") or []]
-                self.evictions.append(Eviction(key, t, (condition or {}).get("lastTransitionTime", ""),
-                                               status.get("phase", ""), status.get("reason", ""),
-                                               status.get("message") or (condition or {}).get("message", ""),
-                                               condition or {}, codes))
+            if (condition or status.get("reason") == "Evicted") and key not in {e.key for e in self.evictions}:
+                self.evictions.append(_eviction(pod, t))
             if status.get("phase") in ("Running", "Pending") and not pod["metadata"].get("deletionTimestamp") \
                     and not condition:
                 active[key] = pod
@@ -129,14 +132,9 @@ class EvictionWatch:
 
     def refresh(self) -> None:
         """Evicted pods reach their final phase after the mark: read each one's last status."""
-        for eviction in self.evictions:
+        for i, eviction in enumerate(self.evictions):
             namespace, name = eviction.key.split("/", 1)
-            pod = self.observer.pod(namespace, name)
-            status = pod.get("status") or {}
-            eviction.phase, eviction.reason = status.get("phase", ""), status.get("reason", "")
-            eviction.message = status.get("message") or eviction.condition.get("message", "")
-            eviction.exit_codes = [((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
-                                   for cs in status.get("containerStatuses") or []]
+            self.evictions[i] = _eviction(self.observer.pod(namespace, name), eviction.t)
 
     def problems_with_evicted_pods(self) -> list[str]:
         """What an evicted pod must say: the condition naming memory; a Failed pod the reason

@@ -88,9 +88,13 @@ def hog_allocation(node: SwapNode) -> int:
     return HOG_LIMIT + share // 2 // Mi * Mi
 
 
+def allocation(d: Designed, node: SwapNode) -> int:
+    return hog_allocation(node) if d.name == "hog" else d.allocate
+
+
 def deploy_designed(ws: Workspace, classes: dict[str, str]) -> list[str]:
     for d in DESIGNED:
-        target = hog_allocation(ws.node) if d.name == "hog" else d.allocate
+        target = allocation(d, ws.node)
         requests = {"memory": d.request}
         limits = {"memory": d.limit} if d.limit else {}
         if d.name == "guaranteed":
@@ -99,9 +103,8 @@ def deploy_designed(ws: Workspace, classes: dict[str, str]) -> list[str]:
         ws.deploy_sampled(stress_pod(d.name, ws.image, ws.namespace, ws.test, alloc_command(target), requests, limits,
                                      priority_class=priority), interval="500ms")
     for d in DESIGNED:
-        target = hog_allocation(ws.node) if d.name == "hog" else d.allocate
         ws.running(d.name)
-        ws.observer.wait_log_line(ws.namespace, d.name, "stress", f"holding {target}")
+        ws.observer.wait_log_line(ws.namespace, d.name, "stress", f"holding {allocation(d, ws.node)}")
     return [f"{ws.namespace}/{d.name}" for d in DESIGNED]
 
 
@@ -109,13 +112,9 @@ def settled_moment(watch: EvictionWatch, ws: Workspace) -> Moment:
     """The first look whose /stats/summary shows every pod holding what it allocated: the
     summary is refreshed every 10-15 s, and a stale one ranks a pod by its usage before it
     filled (seen: a hog ranked within its request)."""
-    needs = {}
-    for d in DESIGNED:
-        if d.name == "hog":
-            held = min(hog_allocation(ws.node), HOG_LIMIT)
-            needs[f"{ws.namespace}/hog"] = HOG_REQUEST + (held - HOG_REQUEST) // 2
-        else:
-            needs[f"{ws.namespace}/{d.name}"] = d.allocate
+    needs = {f"{ws.namespace}/{d.name}": allocation(d, ws.node) for d in DESIGNED}
+    # The hog holds at most its limit in RAM (the rest, under LimitedSwap, is in swap).
+    needs[f"{ws.namespace}/hog"] = HOG_REQUEST + (min(needs[f"{ws.namespace}/hog"], HOG_LIMIT) - HOG_REQUEST) // 2
     seen: dict[str, int | None] = {}
 
     def probe() -> Moment | None:
