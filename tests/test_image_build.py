@@ -343,6 +343,17 @@ def test_pause_exits_zero_on_sigterm(start: Callable[..., Proc]) -> None:
     assert proc.lines[-1] == "exiting signal=terminated"
 
 
+def test_pause_exits_zero_once_its_exit_path_exists(start: Callable[..., Proc], tmp_path: Path) -> None:
+    stop = tmp_path / "stop"
+    proc = start("pause", "--exit-when", str(stop))
+    proc.wait_line(lambda l: l.startswith("pausing pid="), "pausing line")
+    time.sleep(0.5)
+    assert proc.popen.poll() is None, "pause exited before its path existed"
+    stop.write_text("")
+    assert proc.finish() == 0
+    assert proc.lines[-1] == f"exiting path={stop}"
+
+
 def children(pid: int) -> list[int]:
     kids: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
