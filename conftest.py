@@ -18,6 +18,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -348,6 +349,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # pragma: no cover
 
         return LoadGroupScheduling(config, log)
     return None
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under -n, a `runs_alone` test runs while no other test of the run does (e2e/alone.py)."""
+    from e2e.alone import AloneTimeout, turn
+
+    try:
+        with turn(request.config.stash[_run_dir_key], request.node.get_closest_marker("runs_alone") is not None):
+            yield
+    except AloneTimeout as error:
+        pytest.fail(str(error), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -127,6 +127,7 @@ def settled_moment(watch: EvictionWatch, ws: Workspace) -> Moment:
 
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+@pytest.mark.runs_alone("drives the node into memory pressure and restarts its kubelet")
 def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_provider: Provider,
                                                        workspace: Callable[[SwapNode], Workspace],
                                                        priority_classes: dict[str, str]) -> None:
