@@ -41,3 +41,32 @@ def swapping_past_limit(ws: Workspace, name: str) -> tuple[Sizing, int]:
     ws.running(name)
     ws.observer.wait_log_line(ws.namespace, name, "stress", f"holding {target}")
     return size, target
+
+
+OVERCOMMIT_REQUEST_SHARE = (3, 10)  # a request of 30 % of the node's memory, as upstream's swap e2e uses
+
+
+@dataclass(frozen=True)
+class Overcommit:
+    request: int
+    swap_limit: int  # the oracle's LimitedSwap share for the request (before page rounding)
+    available: int  # the host's MemAvailable just before: what the pod could hold without swap
+    target: int  # what the pod allocates: available + a quarter of its swap share
+
+    def __str__(self) -> str:
+        return (f"request {self.request} (no limit), LimitedSwap share {self.swap_limit}, "
+                f"MemAvailable {self.available}, allocating {self.target}")
+
+
+def overcommit_sizing(node: SwapNode, mem_available: int) -> Overcommit:
+    """A Burstable pod without a memory limit that allocates more than the host had available
+    in RAM, by a quarter of its swap share: it can only hold that by swapping, and the rest of
+    its share covers the RAM it cannot get after all (the kernel keeps a reserve free and
+    other processes' memory moves: on the 4 GiB VM it got ~190 MiB less than MemAvailable)."""
+    assert node.swap_capacity > 0, f"the node has no swap: {node.describe()}"
+    share, whole = OVERCOMMIT_REQUEST_SHARE
+    request = node.memory_capacity * share // whole // Mi * Mi
+    pod = stress_pod("sizing", "x", "ns", "t", [], {"memory": request}, {})
+    swap = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
+    assert swap is not None and swap > 0, f"the oracle gives no swap to {request} on {node.describe()}"
+    return Overcommit(request, swap, mem_available, (mem_available + swap // 4) // Mi * Mi)

@@ -6,13 +6,15 @@ oracle, so the same test is meaningful on a 4 GiB VM and on a 64 GiB kind host."
 from __future__ import annotations
 
 from collections.abc import Callable
+import time
+
 import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace
 from e2e.observe import wait_for
-from e2e.sizing import burstable_sizing, swapping_past_limit
+from e2e.sizing import burstable_sizing, overcommit_sizing, swapping_past_limit
 from workloads.pods import GUARANTEED, Mi, alloc_command, fork_spike_command, stress_pod
 
 def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
@@ -148,3 +150,60 @@ def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Wo
                                "OOM kill" if killed else "survived", inputs, ok=killed), context
         if terminated is None:
             assert memory_events(ws, "spike")["oom_kill"] >= 1, context
+
+
+HOLD_SECONDS = 40  # held this long after reaching its target: four of the kubelet's 10 s eviction rounds
+
+
+def host_mem_available(ws: Workspace) -> int:
+    """MemAvailable of the kernel the node runs on (/proc/meminfo is not namespaced: on kind it
+    is the shared host's, which is what the allocation competes for)."""
+    ws.deploy(stress_pod("meminfo", ws.image, ws.namespace, ws.test, ["/swapstress", "pause"]))
+    ws.running("meminfo")
+    text = ws.observer.exec(ws.namespace, "meminfo", "stress", ["/swapstress", "cat", "/proc/meminfo"]).stdout
+    fields = {line.split(":")[0]: line.split()[1:] for line in text.splitlines() if ":" in line}
+    value, unit = fields["MemAvailable"]
+    assert unit == "kB", text
+    return int(value) * 1024
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.runs_alone("allocates more than the host has available in RAM")
+def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Swap as node overcommit: a Burstable pod with a request and no memory limit allocates
+    the host's available memory plus a quarter of its LimitedSwap share. Without swap it could not hold
+    that; with it, the pod keeps running (not OOM-killed, not evicted: swap does not count in
+    memory.available) with the part RAM cannot take in swap, within its share."""
+    ws = workspace(swap_node)
+    size = overcommit_sizing(swap_node, host_mem_available(ws))
+    ws.deploy_sampled(stress_pod("overcommit", ws.image, ws.namespace, ws.test, alloc_command(size.target, step=16 * Mi),
+                                 {"memory": size.request}, {}))
+    ws.running("overcommit")
+    ws.observer.wait_log_line(ws.namespace, "overcommit", "stress", f"holding {size.target}")
+    time.sleep(HOLD_SECONDS)
+    cgroup = {name: ws.observer.cgroup_value(ws.namespace, "overcommit", "stress", name)
+              for name in ("memory.max", "memory.swap.max", "memory.current", "memory.swap.current")}
+    events = memory_events(ws, "overcommit")
+    pod = ws.observer.pod(ws.namespace, "overcommit")
+    series = ws.samples("overcommit")
+    status = pod["status"]["containerStatuses"][0]
+    swap_current, current = int(cgroup["memory.swap.current"]), int(cgroup["memory.current"])
+    swapped = [s for s in series.swap if s is not None]
+    context = f"{size}\ncgroup {cgroup}, events {events}, samples {len(swapped)}\n" + ws.explain("overcommit")
+    inputs = str(size)
+    assert size.target > size.available, context  # the design: more than RAM had to give
+    assert ws.record.check("phase, restarts, state", ("Running", 0, "running"),
+                           (pod["status"]["phase"], status["restartCount"], next(iter(status.get("state") or {}), None)),
+                           f"{inputs}, after holding {HOLD_SECONDS}s"), context
+    assert ws.record.check("oom_kill events", 0, events["oom_kill"], inputs), context
+    assert ws.record.check("memory.max", "max", cgroup["memory.max"], "no memory limit"), context
+    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), cgroup["memory.swap.max"],
+                           inputs), context
+    assert ws.record.check("memory.swap.current", f"> 0, <= memory.swap.max {cgroup['memory.swap.max']}", swap_current,
+                           inputs, ok=0 < swap_current <= int(cgroup["memory.swap.max"])), context
+    # Every page it touched is in RAM or in swap.
+    assert ws.record.check("memory.current + memory.swap.current", f">= {size.target} (allocated)",
+                           current + swap_current, inputs, ok=current + swap_current >= size.target), context
+    assert ws.record.check("memory.swap.current, sampled", "rises from 0",
+                           f"first {swapped[0] if swapped else None}, max {max(swapped, default=None)}", inputs,
+                           ok=bool(swapped) and swapped[0] == 0 and max(swapped) > 0), context
