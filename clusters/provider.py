@@ -60,6 +60,7 @@ class NotCoveredError(RuntimeError):
 class Provider(ABC):
     name: str
     sets_eviction_thresholds: bool = False  # implements eviction_thresholds
+    restarts_kubelets: bool = False  # implements restart_kubelet
 
     @abstractmethod
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
@@ -81,6 +82,13 @@ class Provider(ABC):
         configuration is restored, and confirmed, afterwards. Raises NotCoveredError where the
         provider cannot reconfigure a kubelet for one test."""
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot change a kubelet's eviction thresholds")
+
+    def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
+        """Restart the node's kubelet, its swapBehavior switched to `behavior` if given, and
+        wait until /configz shows it and the node is Ready; return the node as it now is.
+        Running pods stay. Raises NotCoveredError where the provider cannot restart a kubelet
+        for one test."""
+        raise NotCoveredError(node.behavior, f"the {self.name} provider cannot restart a kubelet for one test")
 
     def preflight(self, behaviors: Sequence[str]) -> None:
         """Raise clusters.preflight.PreflightError listing every missing prerequisite."""

@@ -31,6 +31,7 @@ CLUSTER = "ksc-vm"
 class VmProvider(Provider):
     name = "vm"
     sets_eviction_thresholds = True
+    restarts_kubelets = True
 
     def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
                  reuse: bool, state_dir: Path | None = None, progress: Progress | None = None):
@@ -92,6 +93,18 @@ class VmProvider(Provider):
         vm = self.vm()
         if vm.swap_behavior() != behavior:
             vm.set_swap_behavior(behavior)
+        return self._node_running(behavior)
+
+    def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
+        vm = self.vm()
+        if behavior is None or behavior == vm.swap_behavior():
+            vm.restart_kubelet()
+        else:
+            vm.set_swap_behavior(behavior)
+        return self._node_running(behavior or node.behavior)
+
+    def _node_running(self, behavior: str) -> SwapNode:
+        vm = self.vm()
         nodes = discover(str(vm.kubeconfig), self.name, CLUSTER, cgroup_v2=True)
         node = next((n for n in nodes if n.behavior == behavior), None)
         if node is None:

@@ -312,6 +312,66 @@ def expected_swap_max(
     ).value
 
 
+# When memory.swap.max is written (kubelet v1.37.1; the same rule in 1.33-1.36): only when the
+# kubelet creates a container (kuberuntime_container.go startContainer -> generateContainerConfig
+# -> generateLinuxContainerResources -> configureContainerSwapResources) or updates one for an
+# in-place resize (updateContainerResources). The behavior is read from the configuration once,
+# at startup (kubelet.go, MemorySwap.SwapBehavior). A restart re-creates no running container:
+# its hash covers name and image only (container/helpers.go HashContainer), and with resources
+# unchanged no UpdateContainerResources is sent (kuberuntime_manager.go, actuated resources are
+# checkpointed). Pod and QoS cgroups never get a swap value (cm/cgroup_manager_linux.go
+# toResources). So a container keeps the rule of the kubelet that created it; a container the
+# kubelet creates after a switch, in a new pod or to restart one in an old pod, gets the new one.
+def behavior_applied(created_under: str, running_now: str) -> str:
+    """The swapBehavior whose rule a container's memory.swap.max follows: the one the kubelet
+    ran when it created the container, whatever it runs now."""
+    del running_now  # not consulted: no code path rewrites a running container's swap limit
+    return created_under
+
+
+def container_swap_behavior(behavior: str, pod: Any, container_name: str, cgroup_v2: bool = True) -> str:
+    """GetContainerSwapBehavior: LimitedSwap for a container the LimitedSwap rule applies to
+    (whatever share its request gives), NoSwap for every exclusion; WorkloadControlledSwap as is."""
+    # Capacities only decide the share, not which rule applies: huge memory keeps any request below it.
+    rule = decide_swap(behavior, pod, container_name, 2**62, 1, cgroup_v2).rule
+    if rule.startswith("LimitedSwap:"):
+        return LIMITED_SWAP
+    return WORKLOAD_CONTROLLED_SWAP if rule.startswith("WorkloadControlledSwap") else NO_SWAP
+
+
+# In-place resize of a container with swap (kubelet v1.37.1 allocation/handlers.go
+# disallowResizeForSwappableContainers, run by the resize admit handler; the same rule inline in
+# kubelet.go 1.33, allocation_manager.go 1.34-1.35): the API server accepts the resize, and the
+# kubelet marks it infeasible when a container's memory *request* changes, its memory resize
+# policy is not RestartContainer, and GetContainerSwapBehavior is not NoSwap for the allocated
+# pod or the desired one. CPU and memory-limit changes are never refused for swap.
+RESIZE_SWAP_REASON = "Infeasible"  # condition PodResizePending, status True
+RESIZE_SWAP_MESSAGE = "In-place resize of containers with swap is not supported."
+RESIZE_SWAP_METRIC = ("kubelet_pod_infeasible_resizes_total", {"reason_detail": "swap_limitation"})  # 1.34+
+RESIZE_SWAP_EVENT = "ResizeInfeasible"  # a Warning event on this path from 1.36 (the check moved to an admit handler)
+
+
+def _memory_policy(container: Mapping[str, Any]) -> str:
+    policies = {p.get("resourceName"): p.get("restartPolicy") for p in container.get("resizePolicy") or []}
+    return policies.get("memory") or "NotRequired"
+
+
+def resize_refused_for_swap(behavior: str, allocated: Any, desired: Any, cgroup_v2: bool = True) -> list[str]:
+    """The containers whose memory resize the kubelet refuses because of swap (none: allowed)."""
+    before, after = defaulted_pod(allocated), defaulted_pod(desired)
+    refused = []
+    for key in ("initContainers", "containers"):
+        for old in (before.get("spec") or {}).get(key) or []:
+            new = next((c for c in (after.get("spec") or {}).get(key) or [] if c["name"] == old["name"]), None)
+            if new is None or _memory(_resources(old)[0]) == _memory(_resources(new)[0]):
+                continue
+            if _memory_policy(old) == "RestartContainer":
+                continue
+            if any(container_swap_behavior(behavior, pod, old["name"], cgroup_v2) != NO_SWAP for pod in (before, after)):
+                refused.append(old["name"])
+    return refused
+
+
 def readback_bytes(value: int, page_size: int = PAGE_SIZE) -> int:
     """The kernel keeps page counts: a written byte value reads back floored to whole pages."""
     if value < 0:

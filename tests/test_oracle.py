@@ -454,3 +454,62 @@ def test_limited_swap_monotonic_in_request(mem: int, swap: int, data: st.DataObj
 def test_readback_is_a_page_multiple_within_one_page(value: int) -> None:
     read = int(oracle.readback_swap_max(value))
     assert read % oracle.PAGE_SIZE == 0 and value - oracle.PAGE_SIZE < read <= value
+
+
+# --- kubelet restart and behavior switch; in-place resize of containers with swap -------------
+
+def test_a_container_keeps_the_behavior_it_was_created_under() -> None:
+    assert oracle.behavior_applied(LIMITED_SWAP, NO_SWAP) == LIMITED_SWAP
+    assert oracle.behavior_applied(NO_SWAP, LIMITED_SWAP) == NO_SWAP
+
+
+def _resized(before: dict, **resources: dict) -> dict:
+    after = pod(container("c", **resources, resizePolicy=before["spec"]["containers"][0].get("resizePolicy", [])))
+    return after
+
+
+BURSTABLE = dict(requests={"memory": "1Gi", "cpu": "1"}, limits={"memory": "2Gi"})
+
+
+@pytest.mark.parametrize("behavior, policy, after, refused", [
+    # allocation_manager_test.go TestRetryPendingResizesWithSwap's three cases (1 CPU/1Gi -> 500m/500Mi)
+    (NO_SWAP, "RestartContainer", dict(requests={"memory": "500Mi", "cpu": "500m"}, limits={"memory": "2Gi"}), []),
+    (LIMITED_SWAP, "RestartContainer", dict(requests={"memory": "500Mi", "cpu": "500m"}, limits={"memory": "2Gi"}), []),
+    (LIMITED_SWAP, "NotRequired", dict(requests={"memory": "500Mi", "cpu": "500m"}, limits={"memory": "2Gi"}), ["c"]),
+    # no policy given: NotRequired, the API default
+    (LIMITED_SWAP, None, dict(requests={"memory": "1100Mi", "cpu": "1"}, limits={"memory": "2Gi"}), ["c"]),
+    # NoSwap: no container has swap
+    (NO_SWAP, None, dict(requests={"memory": "1100Mi", "cpu": "1"}, limits={"memory": "2Gi"}), []),
+    # a CPU-only or memory-limit-only change is never refused for swap
+    (LIMITED_SWAP, None, dict(requests={"memory": "1Gi", "cpu": "2"}, limits={"memory": "2Gi"}), []),
+    (LIMITED_SWAP, None, dict(requests={"memory": "1Gi", "cpu": "1"}, limits={"memory": "3Gi"}), []),
+    # the desired pod counts too: a request raised to the limit leaves no swap after, but had some before
+    (LIMITED_SWAP, None, dict(requests={"memory": "2Gi", "cpu": "1"}, limits={"memory": "2Gi"}), ["c"]),
+])
+def test_resize_refused_for_swap(behavior: str, policy: str | None, after: dict, refused: list[str]) -> None:
+    extra = {"resizePolicy": [{"resourceName": "memory", "restartPolicy": policy}]} if policy else {}
+    before = pod(container("c", **BURSTABLE, **extra))
+    assert oracle.resize_refused_for_swap(behavior, before, _resized(before, **after)) == refused
+
+
+def test_resize_of_a_guaranteed_container_on_limited_swap_is_allowed() -> None:
+    g = {"memory": "1Gi", "cpu": "1"}
+    before = pod(container("c", requests=g, limits=g))
+    after = pod(container("c", requests={"memory": "2Gi", "cpu": "1"}, limits={"memory": "2Gi", "cpu": "1"}))
+    assert oracle.resize_refused_for_swap(LIMITED_SWAP, before, after) == []
+
+
+def test_resize_of_a_critical_pod_on_limited_swap_is_allowed() -> None:
+    before = pod(container("c", **BURSTABLE), priority=2000001000)
+    after = pod(container("c", requests={"memory": "1100Mi", "cpu": "1"}, limits={"memory": "2Gi"}), priority=2000001000)
+    assert oracle.resize_refused_for_swap(LIMITED_SWAP, before, after) == []
+
+
+def test_container_swap_behavior_follows_the_limited_swap_exclusions() -> None:
+    assert oracle.container_swap_behavior(LIMITED_SWAP, pod(container("c", **BURSTABLE)), "c") == LIMITED_SWAP
+    # request only (no limit) is Burstable with swap; limit only defaults request = limit: none
+    assert oracle.container_swap_behavior(LIMITED_SWAP, pod(container("c", requests={"memory": "1Gi"})), "c") == LIMITED_SWAP
+    assert oracle.container_swap_behavior(LIMITED_SWAP, pod(container("c", requests={"cpu": "1"}, limits={"memory": "1Gi"})), "c") == NO_SWAP
+    # a request above the node's memory still runs the LimitedSwap rule (which then writes 0)
+    assert oracle.container_swap_behavior(LIMITED_SWAP, pod(container("c", requests={"memory": "1Ei"})), "c") == LIMITED_SWAP
+    assert oracle.container_swap_behavior(LIMITED_SWAP, pod(container("c", **BURSTABLE)), "c", cgroup_v2=False) == NO_SWAP

@@ -63,3 +63,15 @@ def test_a_provider_without_the_capability_says_so() -> None:
     with pytest.raises(NotCoveredError, match="the bare provider cannot change a kubelet's eviction thresholds"):
         with Bare().eviction_thresholds(node, {"memory.available": "1Gi"}):
             pass
+    with pytest.raises(NotCoveredError, match="the bare provider cannot restart a kubelet for one test"):
+        Bare().restart_kubelet(node, "NoSwap")
+    assert not Bare.sets_eviction_thresholds and not Bare.restarts_kubelets
+
+
+def test_only_the_vm_provider_restarts_kubelets() -> None:
+    from clusters.existing import ExistingProvider
+    from clusters.kind_provider import KindProvider
+    from clusters.vm_provider import VmProvider
+
+    assert VmProvider.restarts_kubelets and VmProvider.sets_eviction_thresholds
+    assert not KindProvider.restarts_kubelets and not ExistingProvider.restarts_kubelets

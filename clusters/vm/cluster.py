@@ -396,6 +396,10 @@ class VmCluster(Guest[VmState]):
             self.save_state(st)
         self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
 
+    def restart_kubelet(self, timeout: float = 600) -> None:
+        """Restart the kubelet with its configuration as it is; wait for /configz and Ready."""
+        self._restart_kubelet_with(self.kubelet_config_text(), lambda live: True, "kubelet restart", timeout)
+
     def kubelet_config_text(self) -> str:
         return self._check(["cat", KUBELET_CONFIG])
 

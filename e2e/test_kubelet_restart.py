@@ -1,0 +1,133 @@
+"""A kubelet restart, and a switch of swapBehavior with it, leave running containers' swap
+limits as they were; containers the kubelet creates afterwards follow the new behavior, both in
+new pods and when it restarts a container of an old pod (oracle.behavior_applied cites the
+kubelet code). Needs a provider that can restart a kubelet for one test (vm)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from clusters.provider import NotCoveredError, Provider, SwapNode
+from e2e import oracle
+from e2e.conftest import Workspace
+from e2e.metrics import find, parse_prometheus
+from e2e.observe import wait_for
+from e2e.sizing import burstable_sizing
+from workloads.pods import Mi, STRESS, stress_pod
+
+EXEC_SECONDS = 120
+EXIT_FILE = "/exit-now"  # in the container's own writable layer: a restarted container starts without it
+
+
+@dataclass(frozen=True)
+class Container:
+    id: str
+    restarts: int
+    swap_max: str
+
+    def __str__(self) -> str:
+        return f"{self.id.rpartition('://')[2][:12]} restarts={self.restarts} memory.swap.max={self.swap_max}"
+
+
+def burstable_pod(ws: Workspace, name: str) -> dict:
+    """request < limit: under LimitedSwap the kubelet gives it a share, under NoSwap 0. It exits
+    0 when EXIT_FILE appears, and restartPolicy Always brings a new container."""
+    requests, limits = burstable_sizing(ws.node, headroom=32 * Mi).resources()
+    pod = stress_pod(name, ws.image, ws.namespace, ws.test, [STRESS, "pause", "--exit-when", EXIT_FILE], requests, limits)
+    pod["spec"]["restartPolicy"] = "Always"
+    return pod
+
+
+def container(ws: Workspace, name: str) -> Container:
+    status = ws.running(name)["status"]["containerStatuses"][0]
+    errors: list[str] = []
+
+    def swap_max() -> str | None:
+        try:
+            return ws.observer.cgroup_value(ws.namespace, name, "stress", "memory.swap.max")
+        except ApiException as error:  # a kubelet just restarted answers "pod does not exist" until it syncs the pod
+            errors.append(f"{error.status} {str(error.reason)[-80:]}")
+            return None
+
+    value = wait_for(f"the kubelet to serve exec in {name}", swap_max, EXEC_SECONDS, lambda: errors[-1] if errors else "")
+    return Container(status["containerID"], status["restartCount"], value)
+
+
+def kubelet_started(ws: Workspace) -> float:
+    sample = find(parse_prometheus(ws.observer.node_proxy("metrics")), "process_start_time_seconds")
+    assert sample is not None, "the kubelet's /metrics has no process_start_time_seconds"
+    return sample.value
+
+
+def expected(ws: Workspace, pod: dict, created_under: str, running_now: str) -> str:
+    behavior = oracle.behavior_applied(created_under, running_now)
+    node = ws.node
+    return oracle.readback_swap_max(oracle.expected_swap_max(behavior, pod, "stress", node.memory_capacity, node.swap_capacity))
+
+
+@pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+@pytest.mark.runs_alone("restarts the node's kubelet and switches its swapBehavior")
+def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
+        swap_node: SwapNode, swap_provider: Provider, workspace: Callable[[SwapNode], Workspace]) -> None:
+    if not swap_provider.restarts_kubelets:
+        # Not among the gate's core checks: a skip with the reason, before anything is deployed.
+        pytest.skip(f"the {swap_provider.name} provider cannot restart a kubelet for one test")
+    first = swap_node.behavior
+    other = "NoSwap" if first == "LimitedSwap" else "LimitedSwap"
+    ws = workspace(swap_node)
+    old_pod = ws.deploy(burstable_pod(ws, "old"))
+    old = container(ws, "old")
+    inputs = f"created under {first}, request < limit, node memory {swap_node.memory_capacity}, swap {swap_node.swap_capacity}"
+    assert ws.record.check("memory.swap.max before any restart", expected(ws, old_pod, first, first), old.swap_max,
+                           inputs), str(old)
+
+    try:
+        # 1. The same behavior: the running container is left alone.
+        started = kubelet_started(ws)
+        swap_provider.restart_kubelet(swap_node)
+        restarted_at = kubelet_started(ws)
+        assert restarted_at > started, f"the kubelet did not restart: process_start_time_seconds {started} -> {restarted_at}"
+        after_restart = container(ws, "old")
+        context = f"before {old}; after the restart {after_restart}\n" + ws.explain("old")
+        assert ws.record.check("container after a kubelet restart", (old.id, 0), (after_restart.id, after_restart.restarts),
+                               "the same container, not restarted"), context
+        assert ws.record.check("memory.swap.max after a kubelet restart", old.swap_max, after_restart.swap_max,
+                               f"{inputs}, kubelet restarted ({first})"), context
+
+        # 2. Switched: the running container keeps its limit; new containers follow the new rule.
+        ws.node = swap_provider.restart_kubelet(swap_node, other)
+        after_switch = container(ws, "old")
+        switched = f"created under {first}, kubelet now {other}"
+        context = f"before {old}; after the switch {after_switch}\n" + ws.explain("old")
+        assert ws.record.check("container after the switch", (old.id, 0), (after_switch.id, after_switch.restarts),
+                               "the same container, not restarted"), context
+        assert ws.record.check(f"memory.swap.max of a running container after {first} -> {other}",
+                               expected(ws, old_pod, first, other), after_switch.swap_max, switched), context
+
+        new_pod = ws.deploy(burstable_pod(ws, "new"))
+        new = container(ws, "new")
+        assert ws.record.check(f"memory.swap.max of a new pod after {first} -> {other}", expected(ws, new_pod, other, other),
+                               new.swap_max, f"created under {other}"), f"{new}\n" + ws.explain("new")
+
+        ws.observer.exec(ws.namespace, "old", "stress", [STRESS, "fill", "--path", EXIT_FILE, "--bytes", "1"])
+        recreated = wait_for("the old pod's container to exit and run again",
+                             lambda: _recreated(ws, "old", old.id), 300, lambda: ws.explain("old"))
+        context = f"before {old}; recreated {recreated}\n" + ws.explain("old")
+        assert ws.record.check("old pod's container restarts", 1, recreated.restarts, "it exited 0, restartPolicy Always"), context
+        assert ws.record.check(f"memory.swap.max of a container recreated in an old pod after {first} -> {other}",
+                               expected(ws, old_pod, other, other), recreated.swap_max, f"recreated under {other}"), context
+    except NotCoveredError as error:  # the provider said it could, then could not
+        pytest.fail(str(error))
+    finally:
+        ws.node = swap_provider.restart_kubelet(swap_node, first)
+
+
+def _recreated(ws: Workspace, name: str, old_id: str) -> Container | None:
+    status = (ws.observer.pod(ws.namespace, name).get("status", {}).get("containerStatuses") or [{}])[0]
+    if status.get("containerID") in (None, old_id) or "running" not in (status.get("state") or {}):
+        return None
+    return container(ws, name)
