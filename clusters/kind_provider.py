@@ -6,7 +6,9 @@ import dataclasses
 import os
 import subprocess
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,8 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from clusters import kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
-from clusters.discovery import discover, summary
+from clusters.discovery import api_client, discover, get_json, kubelet_config, summary
+from clusters.kubelet_config import KUBELET_CONFIG, KubeletConfigError, NodeKubelet
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from clusters.shared import created, get_or_create, record_created, recorded_ok, unfinished
@@ -95,6 +98,10 @@ def api_ports_from_env(environ: dict[str, str] | os._Environ = os.environ) -> di
 
 class KindProvider(Provider):
     name = "kind"
+    # A test that reconfigures a node's kubelet runs alone (e2e/alone.py): no other worker's
+    # test meanwhile on the node it restarts.
+    sets_eviction_thresholds = True
+    restarts_kubelets = True
 
     def __init__(self, kind_bin: str, node_image: str | None, shared_root: Path, reuse: bool,
                  api_ports: dict[str, int] | None = None, config_patch: Path | None = None,
@@ -277,6 +284,20 @@ class KindProvider(Provider):
 
         return get_or_create(self.shared_root, f"image-{node.cluster}", load)["ref"]
 
+    def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
+        kubelet = KindNodeKubelet(node, self.progress)
+        if behavior is None or behavior == kubelet.swap_behavior():
+            kubelet.restart_unchanged()
+        else:
+            kubelet.set_swap_behavior(behavior)
+        found = [n for n in discover(node.kubeconfig, self.name, node.cluster, cgroup_v2=True) if n.name == node.name]
+        if not found:
+            raise KindError(f"node {node.name} of {node.cluster} is not Ready and schedulable after its kubelet restart")
+        return found[0]
+
+    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> AbstractContextManager[None]:
+        return KindNodeKubelet(node, self.progress).eviction_thresholds(hard)
+
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         messages = []
         for entry in created:
@@ -314,3 +335,46 @@ def delete_cluster(kind_bin: str, cluster: str, attempts: int = 3) -> str:
             return f"deleted kind cluster {cluster}" + (f" (after {attempt} attempts)" if attempt > 1 else "")
     raise KindError(f"node containers of {cluster} remain after {attempts} deletes: {', '.join(left)}")
 
+
+
+class KindNodeKubelet(NodeKubelet):
+    """A kind node's kubelet, reached with `docker exec` into its node container (kind names
+    the container after the node)."""
+
+    def __init__(self, node: SwapNode, progress: Progress):
+        self.node = node
+        self.progress = progress
+        self.api = api_client(node.kubeconfig)
+
+    def _docker_exec(self, argv: Sequence[str], data: bytes | None = None, timeout: float = 120) -> str:
+        command = ["docker", "exec", *(["-i"] if data is not None else []), self.node.name, *argv]
+        done = subprocess.run(command, input=data, capture_output=True, timeout=timeout)
+        if done.returncode != 0:
+            raise KubeletConfigError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.decode().strip()[-300:]}")
+        return done.stdout.decode()
+
+    def read_config(self) -> str:
+        return self._docker_exec(["cat", KUBELET_CONFIG])
+
+    def write_config(self, text: str) -> None:
+        self._docker_exec(["sh", "-c", f"cat > {KUBELET_CONFIG}.tmp && mv {KUBELET_CONFIG}.tmp {KUBELET_CONFIG}"], text.encode())
+
+    def restart(self) -> None:
+        self._docker_exec(["systemctl", "restart", "kubelet"])
+
+    def configz(self) -> dict[str, Any]:
+        return kubelet_config(self.api, self.node.name, seconds=10)
+
+    def wait_ready(self, deadline: float) -> None:
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            try:
+                node = get_json(self.api, f"/api/v1/nodes/{self.node.name}", f"node {self.node.name}", 10)
+                ready = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
+                if ready.get("status") == "True":
+                    return
+                last = f"Ready={ready.get('status')} ({ready.get('reason')}: {ready.get('message', '')[:120]})"
+            except Exception as e:  # noqa: BLE001 - API server busy
+                last = f"{type(e).__name__}: {str(e)[:200]}"
+            time.sleep(3)
+        raise KubeletConfigError(f"timed out waiting for node {self.node.name} to be Ready; last seen: {last}")

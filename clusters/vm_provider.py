@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import discover, summary
@@ -98,7 +97,7 @@ class VmProvider(Provider):
     def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
         vm = self.vm()
         if behavior is None or behavior == vm.swap_behavior():
-            vm.restart_kubelet()
+            vm.kubelet().restart_unchanged()
         else:
             vm.set_swap_behavior(behavior)
         return self._node_running(behavior or node.behavior)
@@ -124,20 +123,8 @@ class VmProvider(Provider):
         stopped = self.vm().down()
         return [f"stopped the vm node ({'it was running' if stopped else 'it was already down'})"]
 
-    @contextmanager
-    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> Iterator[None]:
-        # MemoryPressure stays 30 s after the signal clears (not the default 5 min): long enough
-        # for the node status and the controller's taint to show a short episode, short enough
-        # for the next test.
-        settings = {"evictionHard": dict(hard), "evictionPressureTransitionPeriod": TRANSITION_PERIOD}
-        vm = self.vm()
-        original = vm.change_kubelet_config(lambda cfg: cfg.update(settings), lambda live: _shows(live, settings),
-                                            f"evictionHard {dict(hard)}")
-        try:
-            yield
-        finally:
-            before = yaml.safe_load(original)
-            vm.restore_kubelet_config(original, lambda live: _restored(live, before, settings), "eviction thresholds restored")
+    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> AbstractContextManager[None]:
+        return self.vm().kubelet().eviction_thresholds(hard)
 
     def stress_image(self, node: SwapNode) -> str:
         # The guest image imports the workload image at boot; its ref is in the VM's state.
@@ -147,19 +134,3 @@ class VmProvider(Provider):
         if not ref:
             raise RuntimeError(f"the vm node has no workload image recorded in {self.vm().state_file}")
         return ref
-
-
-TRANSITION_PERIOD = "30s"
-
-
-def _shows(live: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
-    """Does the kubelet's /configz show these settings? (A duration reads back as Go prints it:
-    "5s"; eviction thresholds as given.)"""
-    return all(live.get(key) == value for key, value in settings.items())
-
-
-def _restored(live: Mapping[str, Any], before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
-    """The restarted kubelet no longer runs the test's values (the file's own values may read
-    back defaulted: kubeadm writes evictionPressureTransitionPeriod: 0s, /configz says 5m0s).
-    A key the file already had at the test's value cannot tell, and is not asked."""
-    return all(live.get(key) != value for key, value in settings.items() if before.get(key) != value)

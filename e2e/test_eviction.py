@@ -133,8 +133,8 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
                                                        priority_classes: dict[str, str]) -> None:
     if not swap_provider.sets_eviction_thresholds:
         # Eviction is not among the gate's core checks (e2e/verdict.py): where a provider cannot
-        # reconfigure a kubelet for one test (kind, whose nodes other workers' tests share;
-        # existing), this is a skip with that reason, before anything is deployed.
+        # reconfigure a kubelet for one test (existing: not the suite's cluster), this is a skip
+        # with that reason, before anything is deployed.
         pytest.skip(f"the {swap_provider.name} provider cannot set a kubelet's eviction thresholds for one test")
     ws = workspace(swap_node)
     designed = deploy_designed(ws, priority_classes)

@@ -15,7 +15,7 @@ from e2e import oracle
 from e2e.conftest import Workspace
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing, overcommit_sizing, swapping_past_limit
-from workloads.pods import GUARANTEED, Mi, alloc_command, fork_spike_command, stress_pod
+from workloads.pods import GUARANTEED, STRESS, Mi, alloc_command, fork_spike_command, stress_pod
 
 def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
     text = ws.observer.cgroup_value(ws.namespace, pod, "stress", "memory.events")
@@ -152,15 +152,16 @@ def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Wo
             assert memory_events(ws, "spike")["oom_kill"] >= 1, context
 
 
+START_FILE = "/start-now"  # in the container's writable layer
 HOLD_SECONDS = 40  # held this long after reaching its target: four of the kubelet's 10 s eviction rounds
 
 
 def host_mem_available(ws: Workspace) -> int:
     """MemAvailable of the kernel the node runs on (/proc/meminfo is not namespaced: on kind it
     is the shared host's, which is what the allocation competes for)."""
-    ws.deploy(stress_pod("meminfo", ws.image, ws.namespace, ws.test, ["/swapstress", "pause"]))
+    ws.deploy(stress_pod("meminfo", ws.image, ws.namespace, ws.test, [STRESS, "pause"]))
     ws.running("meminfo")
-    text = ws.observer.exec(ws.namespace, "meminfo", "stress", ["/swapstress", "cat", "/proc/meminfo"]).stdout
+    text = ws.observer.exec(ws.namespace, "meminfo", "stress", [STRESS, "cat", "/proc/meminfo"]).stdout
     fields = {line.split(":")[0]: line.split()[1:] for line in text.splitlines() if ":" in line}
     value, unit = fields["MemAvailable"]
     assert unit == "kB", text
@@ -176,9 +177,17 @@ def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode
     memory.available) with the part RAM cannot take in swap, within its share."""
     ws = workspace(swap_node)
     size = overcommit_sizing(swap_node, host_mem_available(ws))
-    ws.deploy_sampled(stress_pod("overcommit", ws.image, ws.namespace, ws.test, alloc_command(size.target, step=16 * Mi),
-                                 {"memory": size.request}, {}))
+    command = alloc_command(size.target, step=16 * Mi, start_when=START_FILE)
+    ws.deploy_sampled(stress_pod("overcommit", ws.image, ws.namespace, ws.test, command, {"memory": size.request}, {}))
     ws.running("overcommit")
+    ws.observer.wait_log_line(ws.namespace, "overcommit", "stress", "waiting path=")
+    # Only a container that has its swap share may start: without it the kernel cannot swap
+    # this allocation and thrashes the node's own page cache instead (seen: a NoSwap node
+    # with load 20 and an unanswering API server for many minutes, no OOM kill, no eviction).
+    swap_max = ws.observer.cgroup_value(ws.namespace, "overcommit", "stress", "memory.swap.max")
+    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, str(size)), (
+        f"not starting the allocation of {size.target}: " + ws.explain("overcommit"))
+    ws.observer.exec(ws.namespace, "overcommit", "stress", [STRESS, "fill", "--path", START_FILE, "--bytes", "1"])
     ws.observer.wait_log_line(ws.namespace, "overcommit", "stress", f"holding {size.target}")
     time.sleep(HOLD_SECONDS)
     cgroup = {name: ws.observer.cgroup_value(ws.namespace, "overcommit", "stress", name)
@@ -197,8 +206,7 @@ def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode
                            f"{inputs}, after holding {HOLD_SECONDS}s"), context
     assert ws.record.check("oom_kill events", 0, events["oom_kill"], inputs), context
     assert ws.record.check("memory.max", "max", cgroup["memory.max"], "no memory limit"), context
-    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), cgroup["memory.swap.max"],
-                           inputs), context
+    assert ws.record.check("memory.swap.max while holding", swap_max, cgroup["memory.swap.max"], inputs), context
     assert ws.record.check("memory.swap.current", f"> 0, <= memory.swap.max {cgroup['memory.swap.max']}", swap_current,
                            inputs, ok=0 < swap_current <= int(cgroup["memory.swap.max"])), context
     # Every page it touched is in RAM or in swap.

@@ -233,6 +233,17 @@ def test_alloc_last_step_is_partial_and_hold_ends(bins: StressBinaries) -> None:
     ]
 
 
+def test_alloc_starts_only_once_its_start_path_exists(start: Callable[..., Proc], tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    proc = start("alloc", "--target", "4Mi", "--step", "4Mi", "--start-when", str(go), "--hold", "0s")
+    proc.wait_line(lambda l: l.startswith("waiting path="), "waiting line")
+    time.sleep(0.5)
+    assert not any(l.startswith("allocated") for l in proc.lines), proc.lines
+    go.write_text("")
+    assert proc.finish() == 0
+    assert proc.lines[1:] == [f"allocated {4 * MiB}", f"holding {4 * MiB}", "released"], proc.lines
+
+
 def test_alloc_retouch_keeps_rewriting(start: Callable[..., Proc]) -> None:
     proc = start("alloc", "--target", "1Mi", "--step", "1Mi", "--retouch", "10ms")
     proc.wait_line(lambda l: l == f"retouched {MiB}", "first retouch")

@@ -155,12 +155,15 @@ MEMORY_VOLUME = "/volumes/mem"  # where stress_pod mounts its memory-backed empt
 
 
 def alloc_command(
-    target: int, step: int = 4 * Mi, interval: str = "10ms", fills: dict[str, int] | None = None
+    target: int, step: int = 4 * Mi, interval: str = "10ms", fills: dict[str, int] | None = None,
+    start_when: str | None = None,
 ) -> list[str]:
     """Allocate and touch `target` bytes gradually, then hold them (prints `holding <bytes>`).
-    `fills` ({path: bytes}) are files written first, by the same process (same cgroup)."""
+    `fills` ({path: bytes}) are files written first, by the same process (same cgroup). With
+    `start_when`, nothing happens until that path exists (prints `waiting path=...` first)."""
     fill_args = [arg for path, size in (fills or {}).items() for arg in ("--fill", f"{path}={size}")]
-    return [STRESS, "alloc", *fill_args, "--target", str(target), "--step", str(step), "--interval", interval,
+    start_args = ["--start-when", start_when] if start_when else []
+    return [STRESS, "alloc", *start_args, *fill_args, "--target", str(target), "--step", str(step), "--interval", interval,
             "--hold", "forever"]
 
 

@@ -23,6 +23,8 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
+from clusters.kubelet_config import KUBELET_CONFIG, NodeKubelet
+
 from . import build as _build
 from . import guestfiles, image, node, qemu
 from .guest import Guest
@@ -32,7 +34,6 @@ from .progress import stderr_progress
 Progress = Callable[[str], None]
 
 KUBEADM_LOG = "/var/log/ksc-kubeadm-init.log"
-KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 _PROGRESS_MARKERS = ("[wait-control-plane]", "[api-check]", "[control-plane-check]", "[kubelet-check]",
                      "[mark-control-plane]", "[bootstrap-token]", "[upload-config]", "[preflight] Running",
                      "has initialized successfully", "[kubelet-start] Starting")
@@ -378,63 +379,22 @@ class VmCluster(Guest[VmState]):
             time.sleep(3)
         raise VmClusterError(f"timed out waiting for serviceaccount default/default; last: {last}")
 
-    # ------------------------------------------------------------------ behavior switching
+    # ------------------------------------------------------------------ the kubelet
+    def kubelet(self) -> GuestKubelet:
+        """The guest's kubelet, to reconfigure and restart (clusters/kubelet_config.py)."""
+        return GuestKubelet(self)
+
     def swap_behavior(self) -> str:
         """The live kubelet's swapBehavior (from /configz), normalized ("" -> NoSwap)."""
-        return _normalize_behavior(self.configz().get("memorySwap", {}).get("swapBehavior", ""))
+        return self.kubelet().swap_behavior()
 
     def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
         """Rewrite the guest kubelet config's swapBehavior, restart the kubelet, wait for it."""
-        behavior = _normalize_behavior(behavior)
-        t0 = time.monotonic()
-        self.change_kubelet_config(lambda cfg: cfg.setdefault("memorySwap", {}).update(swapBehavior=behavior),
-                                   lambda live: _normalize_behavior(live.get("memorySwap", {}).get("swapBehavior", "")) == behavior,
-                                   f"swapBehavior -> {behavior}", timeout)
+        self.kubelet().set_swap_behavior(behavior, timeout)
         st = self.state()
         if st:
-            st.behavior = behavior
+            st.behavior = _normalize_behavior(behavior)
             self.save_state(st)
-        self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
-
-    def restart_kubelet(self, timeout: float = 600) -> None:
-        """Restart the kubelet with its configuration as it is; wait for /configz and Ready."""
-        self._restart_kubelet_with(self.kubelet_config_text(), lambda live: True, "kubelet restart", timeout)
-
-    def kubelet_config_text(self) -> str:
-        return self._check(["cat", KUBELET_CONFIG])
-
-    def change_kubelet_config(self, change: Callable[[dict[str, Any]], Any], live: Callable[[dict[str, Any]], bool],
-                              what: str, timeout: float = 600) -> str:
-        """Apply `change` to the kubelet's config file, restart the kubelet, and wait until its
-        /configz satisfies `live` and the node is Ready. Returns the file as it was before."""
-        before = self.kubelet_config_text()
-        cfg = yaml.safe_load(before)
-        change(cfg)
-        self._restart_kubelet_with(yaml.safe_dump(cfg, sort_keys=False), live, what, timeout)
-        return before
-
-    def restore_kubelet_config(self, text: str, live: Callable[[dict[str, Any]], bool], what: str,
-                               timeout: float = 600) -> None:
-        self._restart_kubelet_with(text, live, what, timeout)
-
-    def _restart_kubelet_with(self, text: str, live: Callable[[dict[str, Any]], bool], what: str, timeout: float) -> None:
-        self.write_guest_file(KUBELET_CONFIG, text.encode())
-        self._check(["systemctl", "restart", "kubelet"], timeout=120)
-        self.progress(f"{what}: kubelet restarted, waiting for /configz and Ready")
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            try:
-                config = self.configz()
-                if live(config):
-                    break
-                last = f"configz: {json.dumps(config)[:300]}"
-            except Exception as e:  # noqa: BLE001 - kubelet restarting
-                last = f"{type(e).__name__}: {str(e)[:160]}"
-            time.sleep(2)
-        else:
-            raise VmClusterError(f"{what}: timed out waiting for /configz to show it; last: {last}")
-        self._wait_node_ready(deadline)
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
@@ -450,3 +410,26 @@ class VmCluster(Guest[VmState]):
             except Exception as e:  # noqa: BLE001
                 out["api_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         return out
+
+
+class GuestKubelet(NodeKubelet):
+    """The vm node's kubelet, reached through the guest agent."""
+
+    def __init__(self, vm: VmCluster):
+        self.vm = vm
+        self.progress = vm.progress
+
+    def read_config(self) -> str:
+        return self.vm._check(["cat", KUBELET_CONFIG])
+
+    def write_config(self, text: str) -> None:
+        self.vm.write_guest_file(KUBELET_CONFIG, text.encode())
+
+    def restart(self) -> None:
+        self.vm._check(["systemctl", "restart", "kubelet"], timeout=120)
+
+    def configz(self) -> dict[str, Any]:
+        return self.vm.configz()
+
+    def wait_ready(self, deadline: float) -> None:
+        self.vm._wait_node_ready(deadline)

@@ -9,12 +9,13 @@ import (
 
 // allocOptions are the parsed flags of "alloc".
 type allocOptions struct {
-	target   uint64
-	step     uint64
-	interval time.Duration
-	hold     time.Duration // forever when negative
-	retouch  time.Duration // 0: never
-	fills    []fileFill    // files written before allocating (same process, same cgroup)
+	target    uint64
+	step      uint64
+	interval  time.Duration
+	hold      time.Duration // forever when negative
+	retouch   time.Duration // 0: never
+	fills     []fileFill    // files written before allocating (same process, same cgroup)
+	startWhen string        // wait until this path exists before allocating ("": at once)
 }
 
 func parseAllocArgs(args []string) (allocOptions, error) {
@@ -30,6 +31,7 @@ func parseAllocArgs(args []string) (allocOptions, error) {
 	fs.Var(&retouch, "retouch", "re-write every page this often while holding (0: never)")
 	var fills fillList
 	fs.Var(&fills, "fill", "PATH=SIZE: write SIZE bytes to PATH before allocating (repeatable)")
+	startWhen := fs.String("start-when", "", "wait until PATH exists before allocating")
 	if err := parseFlags(fs, args, false); err != nil {
 		return allocOptions{}, err
 	}
@@ -45,7 +47,7 @@ func parseAllocArgs(args []string) (allocOptions, error) {
 	if retouch.d < 0 {
 		return allocOptions{}, fmt.Errorf("alloc: --retouch must be a finite duration")
 	}
-	return allocOptions{target.bytes, step.bytes, *interval, hold.d, retouch.d, fills}, nil
+	return allocOptions{target.bytes, step.bytes, *interval, hold.d, retouch.d, fills, *startWhen}, nil
 }
 
 // region is an anonymous private mapping outside the Go heap: the garbage collector neither
@@ -82,6 +84,20 @@ func runAlloc(args []string) error {
 		return err
 	}
 	sigs := termSignals()
+	if opts.startWhen != "" {
+		// A test checks the limits the kubelet wrote before letting the allocation begin: an
+		// allocation sized for a swap share must not run in a container that has none.
+		emit("waiting path=%s", quote(opts.startWhen))
+		for {
+			if _, err := os.Stat(opts.startWhen); err == nil {
+				break
+			}
+			if sig := sleepOrSignal(sigs, 200*time.Millisecond); sig != nil {
+				emit("exiting signal=%s", sig)
+				return nil
+			}
+		}
+	}
 	// Files first, then anonymous memory: the files' pages are charged to this cgroup and are
 	// the oldest on its LRU lists, so reclaim reaches them before the anonymous pages.
 	for _, f := range opts.fills {

@@ -53,6 +53,10 @@ func TestParseAllocArgs(t *testing.T) {
 		t.Errorf("defaults: got %+v, want %+v", got, want)
 	}
 
+	got, err = parseAllocArgs([]string{"--target", "1Mi", "--start-when", "/go"})
+	if err != nil || got.startWhen != "/go" {
+		t.Fatalf("--start-when: got %+v, %v", got, err)
+	}
 	got, err = parseAllocArgs([]string{"--target", "1Mi", "--hold", "forever"})
 	if err != nil || got.hold != forever {
 		t.Errorf("--hold forever: got %+v, %v", got, err)

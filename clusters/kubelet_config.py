@@ -1,0 +1,116 @@
+"""Reconfigure one node's kubelet for one test and restart it, confirmed through /configz.
+
+The steps are the same wherever the node's files can be reached (vm: the guest agent; kind:
+`docker exec` into the node container); a provider supplies a `NodeKubelet` that knows how to
+read and write the config file, restart the kubelet, read /configz and wait for Ready."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import yaml
+
+from clusters.behaviors import normalize as normalize_behavior
+
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"  # kubeadm's, on the vm node and on kind nodes
+TRANSITION_PERIOD = "30s"  # evictionPressureTransitionPeriod while a test sets thresholds
+
+
+class KubeletConfigError(RuntimeError):
+    pass
+
+
+class NodeKubelet(ABC):
+    progress: Callable[[str], None] = staticmethod(lambda message: None)
+
+    @abstractmethod
+    def read_config(self) -> str: ...
+
+    @abstractmethod
+    def write_config(self, text: str) -> None: ...
+
+    @abstractmethod
+    def restart(self) -> None:
+        """Restart the kubelet service; returns once the old process is gone."""
+
+    @abstractmethod
+    def configz(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def wait_ready(self, deadline: float) -> None: ...
+
+    # --- built on the above ----------------------------------------------------------------------
+
+    def swap_behavior(self) -> str:
+        return normalize_behavior(self.configz().get("memorySwap", {}).get("swapBehavior", ""))
+
+    def change(self, change: Callable[[dict[str, Any]], Any], live: Callable[[dict[str, Any]], bool], what: str,
+               timeout: float = 600) -> str:
+        """Apply `change` to the config file, restart, wait until /configz satisfies `live` and the
+        node is Ready. Returns the file as it was before."""
+        before = self.read_config()
+        cfg = yaml.safe_load(before)
+        change(cfg)
+        self.restart_with(yaml.safe_dump(cfg, sort_keys=False), live, what, timeout)
+        return before
+
+    def restart_with(self, text: str, live: Callable[[dict[str, Any]], bool], what: str, timeout: float = 600) -> None:
+        self.write_config(text)
+        self.restart()
+        self.progress(f"{what}: kubelet restarted, waiting for /configz and Ready")
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                config = self.configz()
+                if live(config):
+                    break
+                last = f"configz: {str(config)[:300]}"
+            except Exception as e:  # noqa: BLE001 - kubelet restarting
+                last = f"{type(e).__name__}: {str(e)[:160]}"
+            time.sleep(2)
+        else:
+            raise KubeletConfigError(f"{what}: timed out waiting for /configz to show it; last: {last}")
+        self.wait_ready(deadline)
+
+    def restart_unchanged(self, timeout: float = 600) -> None:
+        self.restart_with(self.read_config(), lambda live: True, "kubelet restart", timeout)
+
+    def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
+        behavior = normalize_behavior(behavior)
+        t0 = time.monotonic()
+        self.change(lambda cfg: cfg.setdefault("memorySwap", {}).update(swapBehavior=behavior),
+                    lambda live: normalize_behavior(live.get("memorySwap", {}).get("swapBehavior", "")) == behavior,
+                    f"swapBehavior -> {behavior}", timeout)
+        self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
+
+    @contextmanager
+    def eviction_thresholds(self, hard: Mapping[str, str]) -> Iterator[None]:
+        # MemoryPressure stays 30 s after the signal clears (not the default 5 min): long enough
+        # for the node status and the controller's taint to show a short episode, short enough
+        # for the next test.
+        settings = {"evictionHard": dict(hard), "evictionPressureTransitionPeriod": TRANSITION_PERIOD}
+        original = self.change(lambda cfg: cfg.update(settings), lambda live: shows(live, settings),
+                               f"evictionHard {dict(hard)}")
+        try:
+            yield
+        finally:
+            before = yaml.safe_load(original)
+            self.restart_with(original, lambda live: restored(live, before, settings), "eviction thresholds restored")
+
+
+def shows(live: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """Does the kubelet's /configz show these settings? (A duration reads back as Go prints it:
+    "5s"; eviction thresholds as given.)"""
+    return all(live.get(key) == value for key, value in settings.items())
+
+
+def restored(live: Mapping[str, Any], before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """The restarted kubelet no longer runs the test's values (the file's own values may read
+    back defaulted: kubeadm writes evictionPressureTransitionPeriod: 0s, /configz says 5m0s).
+    A key the file already had at the test's value cannot tell, and is not asked."""
+    return all(live.get(key) != value for key, value in settings.items() if before.get(key) != value)
