@@ -17,7 +17,7 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from clusters import kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
-from clusters.discovery import api_client, discover, get_json, kubelet_config, summary
+from clusters.discovery import api_client, discover, kubelet_config, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletConfigError, NodeKubelet
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -366,10 +366,12 @@ class KindNodeKubelet(NodeKubelet):
         return kubelet_config(self.api, self.node.name, seconds=10)
 
     def wait_ready(self, deadline: float) -> None:
+        from kubernetes import client
+
         last = "no answer yet"
         while time.monotonic() < deadline:
             try:
-                node = get_json(self.api, f"/api/v1/nodes/{self.node.name}", f"node {self.node.name}", 10)
+                node = client.CoreV1Api(self.api).read_node(self.node.name, _request_timeout=30).to_dict()
                 ready = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
                 if ready.get("status") == "True":
                     return
