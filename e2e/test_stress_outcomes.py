@@ -5,8 +5,8 @@ oracle, so the same test is meaningful on a 4 GiB VM and on a 64 GiB kind host."
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -172,9 +172,9 @@ def host_mem_available(ws: Workspace) -> int:
 @pytest.mark.runs_alone("allocates more than the host has available in RAM")
 def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     """Swap as node overcommit: a Burstable pod with a request and no memory limit allocates
-    the host's available memory plus a quarter of its LimitedSwap share. Without swap it could not hold
-    that; with it, the pod keeps running (not OOM-killed, not evicted: swap does not count in
-    memory.available) with the part RAM cannot take in swap, within its share."""
+    the host's available memory plus a quarter of its LimitedSwap share. Without swap it could
+    not hold that; with it, the pod keeps running (not OOM-killed, not evicted: swap does not
+    count in memory.available) with the part RAM cannot take in swap, within its share."""
     ws = workspace(swap_node)
     size = overcommit_sizing(swap_node, host_mem_available(ws))
     command = alloc_command(size.target, step=16 * Mi, start_when=START_FILE)
