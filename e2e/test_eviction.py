@@ -25,7 +25,7 @@ from e2e.observe import unique_name, wait_for
 from workloads.pods import GUARANTEED, Mi, alloc_command, stress_pod
 
 PRIORITIES = {"low": -10, "high": 10}  # this run's PriorityClasses
-HOG_REQUEST, HOG_LIMIT = 256 * Mi, 384 * Mi
+HOG_REQUEST, HOG_LIMIT = 128 * Mi, 256 * Mi  # small enough that its threshold leaves room on a kind node (below)
 WATCH_SECONDS = 900
 POLL_SECONDS = 2
 SETTLE_SECONDS = 180
