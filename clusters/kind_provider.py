@@ -285,11 +285,7 @@ class KindProvider(Provider):
         return get_or_create(self.shared_root, f"image-{node.cluster}", load)["ref"]
 
     def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
-        kubelet = KindNodeKubelet(node, self.progress)
-        if behavior is None or behavior == kubelet.swap_behavior():
-            kubelet.restart_unchanged()
-        else:
-            kubelet.set_swap_behavior(behavior)
+        KindNodeKubelet(node, self.progress).restart_as(behavior)
         found = [n for n in discover(node.kubeconfig, self.name, node.cluster, cgroup_v2=True) if n.name == node.name]
         if not found:
             raise KindError(f"node {node.name} of {node.cluster} is not Ready and schedulable after its kubelet restart")

@@ -80,6 +80,13 @@ class NodeKubelet(ABC):
     def restart_unchanged(self, timeout: float = 600) -> None:
         self.restart_with(self.read_config(), lambda live: True, "kubelet restart", timeout)
 
+    def restart_as(self, behavior: str | None = None) -> None:
+        """Restart the kubelet, its swapBehavior switched to `behavior` if given and different."""
+        if behavior is None or normalize_behavior(behavior) == self.swap_behavior():
+            self.restart_unchanged()
+        else:
+            self.set_swap_behavior(behavior)
+
     def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
         behavior = normalize_behavior(behavior)
         t0 = time.monotonic()

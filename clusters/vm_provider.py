@@ -95,11 +95,7 @@ class VmProvider(Provider):
         return self._node_running(behavior)
 
     def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
-        vm = self.vm()
-        if behavior is None or behavior == vm.swap_behavior():
-            vm.kubelet().restart_unchanged()
-        else:
-            vm.set_swap_behavior(behavior)
+        self.vm().kubelet().restart_as(behavior)
         return self._node_running(behavior or node.behavior)
 
     def _node_running(self, behavior: str) -> SwapNode:

@@ -68,5 +68,5 @@ def overcommit_sizing(node: SwapNode, mem_available: int) -> Overcommit:
     request = node.memory_capacity * share // whole // Mi * Mi
     pod = stress_pod("sizing", "x", "ns", "t", [], {"memory": request}, {})
     swap = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
-    assert swap is not None and swap > 0, f"the oracle gives no swap to {request} on {node.describe()}"
+    assert swap > 0, f"the oracle gives no swap to {request} on {node.describe()}"
     return Overcommit(request, swap, mem_available, (mem_available + swap // 4) // Mi * Mi)

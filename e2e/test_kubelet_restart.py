@@ -1,7 +1,7 @@
 """A kubelet restart, and a switch of swapBehavior with it, leave running containers' swap
 limits as they were; containers the kubelet creates afterwards follow the new behavior, both in
 new pods and when it restarts a container of an old pod (oracle.behavior_applied cites the
-kubelet code). Needs a provider that can restart a kubelet for one test (vm)."""
+kubelet code). Needs a provider that can restart a kubelet for one test (vm, kind)."""
 
 from __future__ import annotations
 

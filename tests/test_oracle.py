@@ -464,8 +464,7 @@ def test_a_container_keeps_the_behavior_it_was_created_under() -> None:
 
 
 def _resized(before: dict, **resources: dict) -> dict:
-    after = pod(container("c", **resources, resizePolicy=before["spec"]["containers"][0].get("resizePolicy", [])))
-    return after
+    return pod(container("c", **resources, resizePolicy=before["spec"]["containers"][0].get("resizePolicy", [])))
 
 
 BURSTABLE = dict(requests={"memory": "1Gi", "cpu": "1"}, limits={"memory": "2Gi"})

@@ -391,10 +391,6 @@ class VmCluster(Guest[VmState]):
     def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
         """Rewrite the guest kubelet config's swapBehavior, restart the kubelet, wait for it."""
         self.kubelet().set_swap_behavior(behavior, timeout)
-        st = self.state()
-        if st:
-            st.behavior = _normalize_behavior(behavior)
-            self.save_state(st)
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
@@ -433,3 +429,10 @@ class GuestKubelet(NodeKubelet):
 
     def wait_ready(self, deadline: float) -> None:
         self.vm._wait_node_ready(deadline)
+
+    def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
+        super().set_swap_behavior(behavior, timeout)
+        st = self.vm.state()  # the VM's state says which behavior it runs, however it was switched
+        if st:
+            st.behavior = _normalize_behavior(behavior)
+            self.vm.save_state(st)

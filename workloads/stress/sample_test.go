@@ -60,14 +60,7 @@ func TestSampleLoopStopsWhenThePodCgroupIsGone(t *testing.T) {
 	if err := os.RemoveAll(pod); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("sampleLoop did not stop after the pod's cgroup went away")
-	}
+	waitStopped(t, done, "the pod's cgroup went away")
 	text := out.String()
 	if !strings.Contains(text, "sample ") || !strings.HasSuffix(text, "stopped reason=gone\n") {
 		t.Fatalf("output %q", text)
@@ -108,14 +101,7 @@ func TestSampleLoopFollowsSeveralPodsUntilAllAreGone(t *testing.T) {
 	_ = os.RemoveAll(filepath.Join(root, "poda"))
 	time.Sleep(50 * time.Millisecond)
 	_ = os.RemoveAll(filepath.Join(root, "podb"))
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("sampleLoop did not stop after both pods' cgroups went away")
-	}
+	waitStopped(t, done, "both pods' cgroups went away")
 	text := out.String()
 	for _, want := range []string{" c-poda ", " c-podb ", "stopped reason=gone\n"} {
 		if !strings.Contains(text, want) {
@@ -144,5 +130,18 @@ func TestWatchDirSendsEachNewFileOnce(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if len(lines) != 0 {
 		t.Fatalf("a file was sent twice: %q", <-lines)
+	}
+}
+
+// waitStopped fails the test unless sampleLoop returns without error within 5 s of `after`.
+func waitStopped(t *testing.T, done <-chan error, after string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sampleLoop did not stop after " + after)
 	}
 }
