@@ -74,6 +74,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="first delete clusters left behind by earlier runs (exact suite names only)")
     group.addoption("--k8s-version", default=None,
                     help="vm: Kubernetes version (a tag on the Go module proxy) to build the node from")
+    group.addoption("--k8s-patch", action="append", default=[], type=Path, metavar="FILE",
+                    help="vm: apply this unified diff (git diff form, paths relative to the kubernetes repository"
+                         " root) to the release's source before building; repeatable, applied in order. The"
+                         " binaries report v1.X.Y+patch.<hash>")
+    group.addoption("--k8s-source", default=None, type=Path, metavar="DIR",
+                    help="vm: build Kubernetes from this local checkout (repository root) instead of the Go proxy;"
+                         " the binaries report <tag>+src.<hash>")
     group.addoption("--vm-kernel", choices=("6.12", "6.1"), default="6.12",
                     help="vm: guest kernel: 6.12 (bookworm-backports, has tmpfs noswap) or 6.1 (has not)")
     group.addoption("--vm-memory", type=_positive_mib, default=4096, help="vm: guest memory in MiB")
@@ -168,6 +175,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _kubeconfig(config)
     if config.getoption("provider") == "kind":
         _kind_settings(config)
+    config.stash[_kubernetes_key] = _kubernetes_source(config)
     if _is_worker(config):
         run_dir = Path(config.workerinput[RUN_DIR_KEY])
         config.stash[_run_start_key] = float(config.workerinput[RUN_START_KEY])
@@ -191,6 +199,32 @@ def _kind_settings(config: pytest.Config) -> None:
             kind_config.load_patch(Path(patch))
         api_ports_from_env()
     except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def _kubernetes_source(config: pytest.Config):
+    """--k8s-version/--k8s-patch/--k8s-source as one KubernetesSource (None: the provider's
+    default release); bad input is a usage error before anything is built."""
+    from clusters.vm import k8s_source
+
+    patches, checkout = config.getoption("k8s_patch"), config.getoption("k8s_source")
+    version = config.getoption("k8s_version")
+    if not (patches or checkout or version):
+        return None
+    if config.getoption("provider") != "vm" and (patches or checkout):
+        raise pytest.UsageError(
+            "--k8s-patch/--k8s-source build the vm provider's node; for kind build a node image with them"
+            " (`python -m clusters.vm node-image --k8s-patch FILE` or `kind-host up --k8s-patch FILE`)"
+            " and pass it with --node-image")
+    if patches and checkout:
+        raise pytest.UsageError("--k8s-patch and --k8s-source together: apply the patch in your checkout instead")
+    try:
+        if checkout:
+            return k8s_source.checkout(checkout, version)
+        from clusters import versions
+
+        return k8s_source.release(version or versions.KUBERNETES, patches)
+    except k8s_source.SourceError as error:
         raise pytest.UsageError(str(error)) from None
 
 
@@ -239,6 +273,7 @@ _run_dir_key = pytest.StashKey[Path]()
 _run_start_key = pytest.StashKey[float]()
 _follower_key = pytest.StashKey[progress.Follower]()
 _provider_key = pytest.StashKey[Provider]()
+_kubernetes_key = pytest.StashKey[object]()  # KubernetesSource | None
 
 
 def make_provider(config: pytest.Config) -> Provider:
@@ -262,7 +297,8 @@ def make_provider(config: pytest.Config) -> Provider:
     else:
         from clusters.vm_provider import VmProvider
 
-        provider = VmProvider.from_pytest_config(config, run_dir, progress_for(config, "vm"))
+        provider = VmProvider.from_pytest_config(config, run_dir, progress_for(config, "vm"),
+                                                 kubernetes=config.stash[_kubernetes_key])
     config.stash[_provider_key] = provider
     return provider
 

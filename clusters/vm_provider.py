@@ -33,20 +33,27 @@ class VmProvider(Provider):
     restarts_kubelets = True
 
     def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
-                 reuse: bool, state_dir: Path | None = None, progress: Progress | None = None):
+                 reuse: bool, state_dir: Path | None = None, progress: Progress | None = None,
+                 kubernetes: Any = None):
         self.progress = progress
         self.shared_root = shared_root
-        self.options = {"kernel": kernel, "memory_mb": memory_mb, "swap_mb": swap_mb}
+        self.options: dict[str, Any] = {"kernel": kernel, "memory_mb": memory_mb, "swap_mb": swap_mb}
         if k8s_version:
             self.options["k8s_version"] = k8s_version
+        # a KubernetesSource: a patched release or a local checkout (--k8s-patch, --k8s-source)
+        self.kubernetes = kubernetes
+        if kubernetes is not None:
+            self.options["kubernetes"] = kubernetes
         self.reuse = reuse
         self.state_dir = state_dir
         self._vm: Any = None
 
     @classmethod
-    def from_pytest_config(cls, config: pytest.Config, run_dir: Path, progress: Progress | None = None) -> "VmProvider":
+    def from_pytest_config(cls, config: pytest.Config, run_dir: Path, progress: Progress | None = None,
+                           kubernetes: Any = None) -> "VmProvider":
         return cls(
             run_dir,
+            kubernetes=kubernetes,
             k8s_version=config.getoption("k8s_version"),
             kernel=config.getoption("vm_kernel"),
             memory_mb=config.getoption("vm_memory"),
@@ -63,10 +70,9 @@ class VmProvider(Provider):
         return self._vm
 
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
-        reason = (
-            f"the vm node runs a released kubelet ({self.options.get('k8s_version', 'default version')}),"
-            " which has no KEP-5359 support (alpha target 1.38)"
-        )
+        built = self.kubernetes.describe() if self.kubernetes is not None else \
+            f"a released kubelet ({self.options.get('k8s_version', 'default version')})"
+        reason = f"the vm node runs {built}, and the vm provider offers no WorkloadControlledSwap node (KEP-5359)"
         return {b: reason if b == WORKLOAD_CONTROLLED_SWAP else None for b in behaviors}
 
     def preflight(self, behaviors: Sequence[str]) -> None:
@@ -76,6 +82,9 @@ class VmProvider(Provider):
                               ("mkfs.ext4", "e2fsprogs")):
             found = shutil.which(tool)
             checks.append(Check(tool, bool(found), found or "not on PATH", f"install {package} (apt-get install {package.split()[0]})"))
+        if self.kubernetes is not None and self.kubernetes.patches:
+            found = shutil.which("patch")
+            checks.append(Check("patch", bool(found), found or "not on PATH", "apt-get install patch"))
         if os.geteuid() != 0:
             checks.append(Check("root", False, "building the guest image (debootstrap) needs root", "run as root"))
         from clusters.preflight import check_cache_dir
@@ -83,6 +92,39 @@ class VmProvider(Provider):
         checks.append(check_cache_dir())
         if not all(c.ok for c in checks):
             raise PreflightError(checks)
+        if self.kubernetes is not None and self.kubernetes.patches:
+            self._check_patches_apply()
+        self._build_kubernetes()
+
+    def _build_kubernetes(self) -> None:
+        """Build (or find cached) the node's binaries now: a build that fails is one preflight
+        message naming the compiler's first error, before any VM boots."""
+        from clusters.vm import build as vbuild
+
+        vm = self.vm()
+        try:
+            vbuild.build_all(vm.kubernetes, root=vm.cache_dir, progress=vm.progress)
+        except vbuild.BuildError as error:
+            first, _, rest = str(error).partition("\n")
+            log = rest.split("\n", 1)[0].removeprefix("log ").removesuffix(", last lines:")
+            raise PreflightError([Check(f"build Kubernetes {vm.kubernetes.describe()}", False, first,
+                                        f"the build's full output: {log}" if log else "")]) from None
+
+    def _check_patches_apply(self) -> None:
+        """Every --k8s-patch applies to the release's source, in order: checked before anything is
+        built or booted (copying the source and patching takes seconds)."""
+        import tempfile
+
+        from clusters.vm import build as vbuild
+        from clusters.vm.k8s_source import SourceError, apply_patches
+
+        with tempfile.TemporaryDirectory(prefix="ksc-patch-check-") as tmp:
+            try:
+                apply_patches(self.kubernetes, Path(tmp) / "tree", vbuild._go_env())  # noqa: SLF001
+            except SourceError as error:
+                raise PreflightError([Check("--k8s-patch", False, str(error),
+                                            "regenerate the patch against this release (git diff in a checkout of"
+                                            f" {self.kubernetes.release})")]) from None
 
     def node_for(self, behavior: str) -> SwapNode:
         reason = self.coverage([behavior])[behavior]

@@ -7,6 +7,7 @@
     python -m clusters.vm exec -- cat /proc/swaps
     python -m clusters.vm down
     python -m clusters.vm build [--k8s-version v1.37.1] [--kernel 6.12]   # caches only
+    ... up|build|node-image|kind-host up [--k8s-patch FILE ...] [--k8s-source DIR]
 
     python -m clusters.vm node-image [--k8s-version v1.37.1]   # the local kind node image
     eval "$(python -m clusters.vm kind-host up)"              # a Docker host for kind, in a VM
@@ -25,7 +26,9 @@ import sys
 from pathlib import Path
 
 from . import build as _build
+from . import k8s_source
 from .cluster import VmCluster
+from .k8s_source import KubernetesSource, SourceError
 
 
 def _positive(text: str) -> int:
@@ -33,6 +36,24 @@ def _positive(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of MiB, got {value}")
     return value
+
+
+def _add_source_args(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--k8s-patch", action="append", default=[], type=Path, metavar="FILE",
+                   help="apply this git-diff patch to the release's source before building (repeatable)")
+    s.add_argument("--k8s-source", type=Path, default=None, metavar="DIR",
+                   help="build from this local kubernetes checkout instead of the Go proxy")
+
+
+def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
+    """--k8s-version/--k8s-patch/--k8s-source as one KubernetesSource ('latest' probed by name)."""
+    if a.k8s_patch and a.k8s_source:
+        raise SourceError("--k8s-patch and --k8s-source together: apply the patch in your checkout instead")
+    if a.k8s_source:
+        given = None if a.k8s_version in (None, _build.DEFAULT_K8S_VERSION) else a.k8s_version
+        return k8s_source.checkout(a.k8s_source, given)
+    version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else a.k8s_version
+    return k8s_source.release(version, a.k8s_patch)
 
 
 def _kind_host_main(a: argparse.Namespace) -> int:
@@ -43,7 +64,7 @@ def _kind_host_main(a: argparse.Namespace) -> int:
         host = KindHost(a.state_dir, kernel=a.kernel, memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
         images = []
         if not a.no_node_image:
-            built = build_node_image(a.k8s_version, progress=host.progress)
+            built = build_node_image(_kubernetes(a), progress=host.progress)
             images.append(built)
         try:
             st = host.up(images, reuse=a.reuse)
@@ -88,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION,
                        help="k8s.io/kubernetes release on the Go proxy, or 'latest'")
         s.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
+        _add_source_args(s)
         if name == "up":
             s.add_argument("--behavior", default="LimitedSwap")
             s.add_argument("--memory", type=int, default=4096, help="guest RAM in MiB")
@@ -96,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--reuse", action="store_true", help="attach to a running VM if there is one")
     ni = sub.add_parser("node-image", help="build the local kind node image (cached); print archive and ref")
     ni.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION)
+    _add_source_args(ni)
     kh = sub.add_parser("kind-host", help="a Docker host for kind in a VM (cgroup v2, swap)")
     kh.add_argument("--state-dir", type=Path, default=None, help="default ~/.cache/kube-swap-conformance/vm/kind-host")
     khs = kh.add_subparsers(dest="kh_cmd", required=True)
@@ -105,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     khu.add_argument("--swap", type=_positive, default=4096, help="guest swap file in MiB (4096)")
     khu.add_argument("--cpus", type=_positive, default=2)
     khu.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION, help="version of the node image to load")
+    _add_source_args(khu)
     khu.add_argument("--no-node-image", action="store_true", help="do not build or load the local node image")
     khu.add_argument("--reuse", action="store_true", help="attach to a running kind host if there is one")
     for name in ("env", "status", "down"):
@@ -118,19 +142,26 @@ def main(argv: list[str] | None = None) -> int:
     ex = sub.add_parser("exec")
     ex.add_argument("argv", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
+    try:
+        return _main(a)
+    except (SourceError, _build.BuildError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, SourceError) else 1
+
+
+def _main(a: argparse.Namespace) -> int:
     if a.cmd == "kind-host":
         return _kind_host_main(a)
     if a.cmd == "node-image":
         from .nodeimage import build_node_image
         from .progress import stderr_progress
 
-        built = build_node_image(a.k8s_version, progress=stderr_progress("node-image"))
+        built = build_node_image(_kubernetes(a), progress=stderr_progress("node-image"))
         print(f"{built.archive}\n{built.ref}")
         return 0
 
     if a.cmd in ("up", "build"):
-        version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else a.k8s_version
-        kw = dict(k8s_version=version, kernel=a.kernel)
+        kw: dict = dict(kubernetes=_kubernetes(a), kernel=a.kernel)
         if a.cmd == "up":
             kw.update(memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
         vm = VmCluster(a.state_dir, **kw)

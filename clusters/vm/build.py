@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -29,6 +30,8 @@ from typing import Callable, Mapping, Sequence
 
 from clusters import versions
 
+from . import k8s_source
+from .k8s_source import KubernetesSource
 from .paths import cache_root
 
 Progress = Callable[[str], None]
@@ -107,10 +110,16 @@ def _run_logged(argv: Sequence[str], cwd: Path, log: Path, env: Mapping[str, str
     with open(log, "ab") as f:
         f.write(f"\n$ {' '.join(argv)}\n".encode())
         f.flush()
+        start = f.tell()
         rc = subprocess.call(list(argv), cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=dict(env))
     if rc != 0:
-        tail = log.read_text(errors="replace").splitlines()[-25:]
-        raise BuildError(f"{what} failed (exit {rc}); log {log}:\n" + "\n".join(tail))
+        with open(log, "rb") as f:
+            f.seek(start)
+            output = f.read().decode(errors="replace")
+        first = k8s_source.first_compiler_error(output)
+        tail = output.splitlines()[-25:]
+        head = f"{what} failed (exit {rc})" + (f": {first}" if first else "")
+        raise BuildError(f"{head}\nlog {log}, last lines:\n" + "\n".join(tail))
 
 
 @dataclass
@@ -127,6 +136,10 @@ class Component:
     tags: tuple[str, ...] = ()
     ldflags: str = "-s -w"
     extra_dirs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # runs in the wrapper module's directory before the first `go build` (a patched source tree)
+    prepare: Callable[[Path, Mapping[str, str]], None] | None = None
+    # binaries taken as they are from another build (a patch cannot change them), not rebuilt
+    copies: dict[str, Path] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -165,6 +178,11 @@ class Component:
         log.write_text(f"build {self.key} {_dt.datetime.now(_dt.timezone.utc).isoformat()}\n")
         env = _go_env({"CGO_ENABLED": "1" if self.cgo else "0"})
         t0 = time.monotonic()
+        if self.prepare is not None:
+            try:
+                self.prepare(src, env)
+            except k8s_source.SourceError as error:
+                raise BuildError(str(error)) from None
         progress(f"building: {self.key} ({len(self.targets)} targets; log {log})")
         for binary, pkg in self.targets:
             t1 = time.monotonic()
@@ -174,6 +192,10 @@ class Component:
             argv.append(pkg)
             _run_logged(argv, src, log, env, f"go build {pkg}")
             progress(f"building: {self.key}: {binary} done in {time.monotonic() - t1:.0f}s")
+        for binary, origin in self.copies.items():
+            shutil.copy2(origin, tmp / binary)
+        if self.copies:
+            progress(f"building: {self.key}: {', '.join(self.copies)} unchanged by the patches, taken from {origin.parent.name}")
         (tmp / ".complete").write_text(f"built in {time.monotonic() - t0:.0f}s\n")
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
@@ -183,6 +205,10 @@ class Component:
 
 def _staging_modules(k8s_version: str) -> list[str]:
     gomod = _proxy_get(f"k8s.io/kubernetes/@v/{k8s_version}.mod")
+    return _staging_in(gomod)
+
+
+def _staging_in(gomod: str) -> list[str]:
     return re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, re.M)
 
 
@@ -201,40 +227,69 @@ def _check_kubernetes_zip(version: str) -> None:
             f" and still not serve it); choose another with --k8s-version, e.g. {versions.KUBERNETES}")
 
 
-def kubernetes_component(version: str) -> Component:
-    if not re.fullmatch(r"v1\.(\d+)\.(\d+)", version):
-        raise BuildError(f"unsupported Kubernetes version {version!r} (want v1.MINOR.PATCH)")
-    _check_kubernetes_zip(version)
-    minor = version.split(".")[1]
-    staging_version = "v0." + ".".join(version[1:].split(".")[1:])
-    lines = ["module ksc.local/kubernetes-build", "", "go 1.26", "",
-             f"require k8s.io/kubernetes {version}", "", "replace ("]
-    extra_dirs: dict[str, str] = {}
-    for mod in _staging_modules(version):
-        if _module_exists(mod, staging_version):
-            lines.append(f"\t{mod} => {mod} {staging_version}")
-        else:
-            # not published for this version (e.g. k8s.io/sample-cli-plugin): an empty stub
-            # module; nothing we build imports it.
-            stub = "stubs/" + mod.split("/", 1)[1]
-            extra_dirs[f"{stub}/go.mod"] = f"module {mod}\n\ngo 1.24\n"
-            lines.append(f"\t{mod} => ./{stub}")
-    lines.append(")")
-    files = {"go.mod": "\n".join(lines) + "\n", **extra_dirs}
+def _version_ldflags(build_id: str, minor: int, commit: str) -> str:
     build_date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     xs = []
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        for k, v in (("gitVersion", version), ("gitMajor", "1"), ("gitMinor", minor),
-                     ("gitCommit", f"goproxy-{version}"), ("gitTreeState", "clean"),
+        for k, v in (("gitVersion", build_id), ("gitMajor", "1"), ("gitMinor", str(minor)),
+                     ("gitCommit", commit), ("gitTreeState", "clean" if "+" not in build_id else "dirty"),
                      ("buildDate", build_date)):
             xs.append(f"-X {pkg}.{k}={v}")
+    return "-s -w " + " ".join(xs)
+
+
+PATCHED_TREE = "tree"  # in the wrapper module's directory: the release's source with the patches applied
+
+
+def kubernetes_component(source: KubernetesSource | str) -> Component:
+    """The Kubernetes commands, from a Go-proxy release, the release with patches applied, or a
+    local checkout. The binaries report ``source.build_id`` as their version."""
+    if isinstance(source, str):
+        if not k8s_source.RELEASE.fullmatch(source):
+            raise BuildError(f"unsupported Kubernetes version {source!r} (want v1.MINOR.PATCH)")
+        source = KubernetesSource(source)
+    version = source.release
+    lines = ["module ksc.local/kubernetes-build", "", "go 1.26", ""]
+    extra_dirs: dict[str, str] = {}
+    prepare = None
+    if source.checkout is not None:
+        checkout = source.checkout
+        lines += ["require k8s.io/kubernetes v0.0.0", "", "replace (", f"\tk8s.io/kubernetes => {checkout}"]
+        for mod in _staging_in((checkout / "go.mod").read_text()):
+            lines.append(f"\t{mod} => {checkout}/staging/src/{mod}")
+        commit = f"local-{source.checkout_hash[:12]}"
+    else:
+        _check_kubernetes_zip(version)
+        patched: set[str] = {m for p in source.patches for m in p.staging_modules}
+        staging_version = "v0." + ".".join(version[1:].split(".")[1:])
+        lines += [f"require k8s.io/kubernetes {version}", "", "replace ("]
+        if source.patches:
+            lines.append(f"\tk8s.io/kubernetes => ./{PATCHED_TREE}")
+
+            def prepare(src: Path, env: Mapping[str, str]) -> None:
+                k8s_source.apply_patches(source, src / PATCHED_TREE, dict(env))
+        for mod in _staging_modules(version):
+            if mod in patched:
+                lines.append(f"\t{mod} => ./{PATCHED_TREE}/staging/src/{mod}")
+            elif _module_exists(mod, staging_version):
+                lines.append(f"\t{mod} => {mod} {staging_version}")
+            else:
+                # not published for this version (e.g. k8s.io/sample-cli-plugin): an empty stub
+                # module; nothing we build imports it.
+                stub = "stubs/" + mod.split("/", 1)[1]
+                extra_dirs[f"{stub}/go.mod"] = f"module {mod}\n\ngo 1.24\n"
+                lines.append(f"\t{mod} => ./{stub}")
+        commit = f"goproxy-{version}" + (f"-{source.build_id.rsplit('.', 1)[1]}" if source.patches else "")
+    lines.append(")")
+    files = {"go.mod": "\n".join(lines) + "\n", **extra_dirs}
     return Component(
         name="kubernetes",
-        version=version,
+        version=source.build_id,
         binaries=K8S_COMMANDS,
         files=files,
         targets=tuple((c, f"k8s.io/kubernetes/cmd/{c}") for c in K8S_COMMANDS),
-        ldflags="-s -w " + " ".join(xs),
+        ldflags=_version_ldflags(source.build_id, source.minor, commit),
+        prepare=prepare,
     )
 
 
@@ -332,6 +387,41 @@ class Binaries:
         return out
 
 
+def _packages_of(source: KubernetesSource) -> set[str]:
+    """Import paths of the packages the patches change."""
+    out = set()
+    for p in source.patches:
+        for f in p.files:
+            d = f.rsplit("/", 1)[0] if "/" in f else ""
+            m = k8s_source.STAGING.match(f + ("" if "/" in f else "/"))
+            if m:
+                out.add(m.group(1) + d[len("staging/src/" + m.group(1)):])
+            else:
+                out.add("k8s.io/kubernetes" + (f"/{d}" if d else ""))
+    return out
+
+
+def affected_commands(release_src: Path, source: KubernetesSource, env: Mapping[str, str]) -> set[str]:
+    """The Kubernetes commands whose dependency graph (of the release; cached beside its wrapper
+    module) contains a package the patches change."""
+    cache = release_src / "deps.json"
+    try:
+        deps = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        deps = {}
+        for c in K8S_COMMANDS:
+            out = subprocess.run(["go", "list", "-deps", "-f", "{{.ImportPath}}", f"k8s.io/kubernetes/cmd/{c}"],
+                                 cwd=release_src, capture_output=True, text=True, env=dict(env))
+            if out.returncode != 0:
+                raise BuildError(f"go list -deps k8s.io/kubernetes/cmd/{c} failed: {out.stderr.strip()[-2000:]}")
+            deps[c] = out.stdout.split()
+        cache.write_text(json.dumps(deps))
+    if any(not f.endswith(".go") for p in source.patches for f in p.files):
+        return set(K8S_COMMANDS)  # go.mod, assembly, generated data...: rebuild everything
+    changed = _packages_of(source)
+    return {c for c, pkgs in deps.items() if changed & set(pkgs)} or set(K8S_COMMANDS)
+
+
 def kubeadm_etcd_version(kubeadm: Path, k8s_version: str) -> str | None:
     """The etcd release kubeadm deploys (from its image tag, e.g. etcd:3.7.0-0 -> v3.7.0)."""
     out = subprocess.run([str(kubeadm), "config", "images", "list", "--kubernetes-version", k8s_version],
@@ -341,15 +431,19 @@ def kubeadm_etcd_version(kubeadm: Path, k8s_version: str) -> str | None:
 
 
 def build_all(
-    k8s_version: str = DEFAULT_K8S_VERSION,
+    k8s_version: str | KubernetesSource = DEFAULT_K8S_VERSION,
     *,
     etcd_version: str | None = None,
     root: Path | None = None,
     progress: Progress = print,
 ) -> Binaries:
     """Build everything a node runs. etcd is the release kubeadm deploys for ``k8s_version``
-    when the proxy serves it (kubeadm names its image after it), else the pinned one."""
+    when the proxy serves it (kubeadm names its image after it), else the pinned one.
+    ``k8s_version`` may be a KubernetesSource (patched release, local checkout): the
+    Kubernetes binaries then report its build id, which is also ``Binaries.k8s_version``."""
     root = root or cache_root()
+    source = k8s_version if isinstance(k8s_version, KubernetesSource) else KubernetesSource(k8s_version)
+    k8s_version = source.build_id
     comps = {
         "containerd": containerd_component(),
         "runc": runc_component(),
@@ -358,7 +452,15 @@ def build_all(
     # kubernetes last-but-not-least: the biggest; resolve its module only when needed
     k8s = Component(name="kubernetes", version=k8s_version, binaries=K8S_COMMANDS)
     if not k8s.is_cached(root):
-        k8s = kubernetes_component(k8s_version)
+        k8s = kubernetes_component(source)
+        if source.patches:
+            # Only the commands a patched package is linked into are rebuilt; the others are the
+            # release's (built first, cached), so a kubelet-only patch costs one link.
+            release = kubernetes_component(source.release)
+            release_dir = release.build(root, progress)
+            reached = affected_commands(root / "src" / release.key, source, _go_env())
+            k8s.copies = {c: release_dir / c for c in K8S_COMMANDS if c not in reached}
+            k8s.targets = tuple(t for t in k8s.targets if t[0] in reached)
     out = {name: c.build(root, progress) for name, c in comps.items()}
     kdir = k8s.build(root, progress)
     if etcd_version is None:

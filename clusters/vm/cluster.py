@@ -28,6 +28,7 @@ from clusters.kubelet_config import KUBELET_CONFIG, NodeKubelet
 from . import build as _build
 from . import guestfiles, image, node, qemu
 from .guest import Guest
+from .k8s_source import KubernetesSource
 from .paths import cache_root, default_state_dir
 from .progress import stderr_progress
 
@@ -100,6 +101,7 @@ class VmCluster(Guest[VmState]):
         state_dir: Path | None = None,
         *,
         k8s_version: str = _build.DEFAULT_K8S_VERSION,
+        kubernetes: KubernetesSource | None = None,
         kernel: str = "6.12",
         memory_mb: int = 4096,
         swap_mb: int = 2048,
@@ -109,7 +111,10 @@ class VmCluster(Guest[VmState]):
     ):
         super().__init__(Path(state_dir) if state_dir else default_state_dir())
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
-        self.k8s_version = k8s_version
+        # What the node runs: a release, or a patched release / local checkout whose build id
+        # (v1.37.1+patch.…) every Kubernetes binary reports; k8s_version is that id.
+        self.kubernetes = kubernetes or KubernetesSource(k8s_version)
+        self.k8s_version = self.kubernetes.build_id
         self.kernel = kernel
         self.memory_mb = memory_mb
         self.swap_mb = swap_mb
@@ -139,7 +144,7 @@ class VmCluster(Guest[VmState]):
     def prepare(self) -> image.GuestImage:
         """Build (or find cached) binaries, container images and the guest disk."""
         t0 = time.monotonic()
-        bins = _build.build_all(self.k8s_version, root=self.cache_dir, progress=self.progress)
+        bins = _build.build_all(self.kubernetes, root=self.cache_dir, progress=self.progress)
         self.timings["build"] = time.monotonic() - t0
         t1 = time.monotonic()
         refs = node.kubeadm_images(bins.kubernetes / "kubeadm", self.k8s_version)
@@ -195,6 +200,9 @@ class VmCluster(Guest[VmState]):
             self.progress(f"reusing running VM (pid {st.pid}, port {st.port})")
             self.reused = True
             self.stress_ref, self.pause_ref = st.stress_image, st.pause_image
+            if st.k8s_version != self.k8s_version:
+                raise VmClusterError(f"the running VM runs Kubernetes {st.k8s_version}, not the {self.k8s_version} asked"
+                                     " for: run without --reuse-clusters (or `python -m clusters.vm down` first)")
             self._check_workload_image_current()
             self._wait_node_ready(time.monotonic() + 600)
             if _normalize_behavior(st.behavior) != behavior:

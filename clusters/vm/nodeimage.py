@@ -45,6 +45,7 @@ import yaml
 
 from clusters import versions
 
+from .k8s_source import KubernetesSource
 from . import build as _build
 from . import guestfiles, image, node
 from .build import cache_lock
@@ -399,11 +400,13 @@ def _sha(path: Path) -> str:
     return image._file_sha(path)  # noqa: SLF001 - the same remembered hashing as the vm disks
 
 
-def build_node_image(k8s_version: str = versions.KUBERNETES, *, root: Path | None = None,
+def build_node_image(k8s_version: "str | KubernetesSource" = versions.KUBERNETES, *, root: Path | None = None,
                      progress: Progress = print) -> NodeImage:
-    """Build (or find cached) the node image archive for ``k8s_version``."""
+    """Build (or find cached) the node image archive for ``k8s_version`` (a release, or a
+    KubernetesSource: patched release or local checkout, whose build id the image carries)."""
     root = root or cache_root()
     bins = _build.build_all(k8s_version, root=root, progress=progress)
+    k8s_version = bins.k8s_version
     crictl = _build.crictl_component().build(root, progress)
     rootfs = image.build_rootfs(RECIPE, root=root, progress=progress)
     refs = node.kubeadm_images(bins.kubernetes / "kubeadm", k8s_version)
@@ -442,7 +445,7 @@ def build_node_image(k8s_version: str = versions.KUBERNETES, *, root: Path | Non
     inputs["kubectl"] = _sha(bins.kubernetes / "kubectl")
     inputs["coredns"] = _sha(coredns) if coredns else "none"
     key = image._digest({"v": RECIPE_VERSION, "inputs": inputs})  # noqa: SLF001
-    ref = f"{REPOSITORY}:{k8s_version}-{key[:12]}"
+    ref = f"{REPOSITORY}:{k8s_version.replace('+', '_')}-{key[:12]}"  # no '+' in a tag: v1.37.1_patch.…
     out = root / "vm" / "kind-node" / key
     result = NodeImage(out / "node-image.tar", ref, k8s_version, key)
     if (out / ".complete").exists():

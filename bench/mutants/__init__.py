@@ -1,0 +1,170 @@
+"""The mutant bench's model: mutants read from patch files, what a run of the suite on one says
+(caught by which tests, survived, or could not tell), and the table. Pure functions of files,
+self-tested in tests/test_mutants.py; running them is ``python -m bench.mutants``.
+
+A mutant is a patch against a Kubernetes release (``NN-name.patch`` in this directory) whose
+header says what the broken build gets wrong and which tests can see it:
+
+    # mutant: limitedswap-uses-limit
+    # wrong: the LimitedSwap share is computed from the memory limit, not the request
+    # area: formula
+    # binaries: kubelet
+    # tests: test_cgroup_limits or test_metrics
+    # behaviors: LimitedSwap
+    # expect: caught
+    diff --git a/pkg/kubelet/... b/pkg/kubelet/...
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from clusters.vm.k8s_source import Patch, read_patch
+
+HERE = Path(__file__).resolve().parent
+SUITE_INPUTS = ("e2e", "workloads", "conftest.py")  # what decides the tests' verdicts
+
+CAUGHT, SURVIVED, NOT_RUN = "caught", "SURVIVED", "NOT RUN"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    patch: Patch
+
+    @property
+    def name(self) -> str:
+        return self.patch.header().get("mutant") or self.patch.path.stem
+
+    @property
+    def wrong(self) -> str:
+        return self.patch.header().get("wrong", "")
+
+    @property
+    def area(self) -> str:
+        return self.patch.header().get("area", "")
+
+    @property
+    def tests(self) -> str | None:
+        """The -k expression of the tests that can see it; None: the full suite."""
+        return self.patch.header().get("tests") or None
+
+    @property
+    def behaviors(self) -> str | None:
+        return self.patch.header().get("behaviors") or None
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.patch.text.encode()).hexdigest()[:12]
+
+
+def load(directory: Path = HERE) -> list[Mutant]:
+    return [Mutant(read_patch(p)) for p in sorted(Path(directory).glob("*.patch"))]
+
+
+def suite_hash(root: Path) -> str:
+    """Hash of what decides the verdicts: a mutant's result is kept only while it is unchanged."""
+    h = hashlib.sha256()
+    for name in SUITE_INPUTS:
+        base = root / name
+        files = sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
+            if base.is_dir() else [base]
+        for p in files:
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass
+class Outcome:
+    """What one run of the suite on one build said."""
+
+    name: str
+    build: str
+    verdict: str  # caught / SURVIVED / NOT RUN (build failed, no test ran, everything skipped)
+    failed: list[str] = field(default_factory=list)  # tests that failed (a call-phase assertion)
+    errors: list[str] = field(default_factory=list)  # tests whose setup/teardown failed
+    passed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    selection: str = ""  # "-k …" or "full suite"
+    detail: str = ""  # why NOT RUN; the first failure message otherwise
+    suite: str = ""
+    exit_code: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Outcome":
+        return cls(**json.loads(text))
+
+
+def _short(nodeid: str) -> str:
+    return nodeid.rsplit("::", 1)[-1]
+
+
+def read_junit(path: Path) -> tuple[list[str], list[str], int, int, str]:
+    """(failed, errored, passed, skipped, first failure message) from a JUnit XML report."""
+    failed: list[str] = []
+    errors: list[str] = []
+    passed = skipped = 0
+    first = ""
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = case.get("name", "")
+        if case.find("failure") is not None:
+            failed.append(name)
+            first = first or (case.find("failure").get("message") or "")
+        elif case.find("error") is not None:
+            errors.append(name)
+            first = first or (case.find("error").get("message") or "")
+        elif case.find("skipped") is not None:
+            skipped += 1
+        else:
+            passed += 1
+    return failed, errors, passed, skipped, first
+
+
+def judge(name: str, build: str, junit: Path | None, exit_code: int | None, output_tail: str = "") -> Outcome:
+    """A mutant is caught when a test of the suite failed on it. A run that could not test it
+    (the build failed, the node never came up: every test errored in setup, nothing ran) is
+    NOT RUN, never caught; a run where every selected test passed (or skipped) SURVIVED."""
+    if junit is None or not junit.exists():
+        return Outcome(name, build, NOT_RUN, exit_code=exit_code,
+                       detail=output_tail.strip().splitlines()[-1] if output_tail.strip() else "no report")
+    failed, errors, passed, skipped, first = read_junit(junit)
+    out = Outcome(name, build, SURVIVED, failed, errors, passed, skipped, exit_code=exit_code, detail=first)
+    if failed:
+        out.verdict = CAUGHT
+    elif errors and not passed:
+        out.verdict = NOT_RUN  # the node or the run broke before any test could say anything
+    elif not passed:
+        out.verdict = NOT_RUN
+        out.detail = out.detail or "every selected test skipped"
+    elif errors:
+        out.verdict = CAUGHT  # some tests ran and passed, others failed in setup on this build
+    return out
+
+
+def table(outcomes: list[Outcome], baseline: Outcome | None, date: str = "") -> str:
+    """The Markdown table, then the baseline, then ``caught N/M mutants, F false alarms``."""
+    rows = ["| mutant | verdict | tests that failed | wall time | selection |", "|---|---|---|---|---|"]
+    for o in outcomes:
+        caught_by = ", ".join(sorted({_short(t) for t in o.failed + o.errors})) or "—"
+        if o.verdict == NOT_RUN:
+            caught_by = f"could not test: {o.detail}"[:200]
+        rows.append(f"| {o.name} | {o.verdict} | {caught_by} | {o.seconds / 60:.1f} min | {o.selection} |")
+    lines = [f"Mutant bench{f' ({date})' if date else ''}", "", *rows, ""]
+    alarms = 0
+    if baseline is not None:
+        alarms = len(baseline.failed) + len(baseline.errors)
+        lines.append(f"unmodified build {baseline.build}: {baseline.passed} passed, {alarms} failed,"
+                     f" {baseline.skipped} skipped in {baseline.seconds / 60:.1f} min ({baseline.selection})"
+                     + (f": {', '.join(baseline.failed + baseline.errors)}" if alarms else ""))
+    else:
+        lines.append("unmodified build: not run")
+    caught = sum(o.verdict == CAUGHT for o in outcomes)
+    lines.append(f"caught {caught}/{len(outcomes)} mutants, {alarms} false alarms"
+                 + ("" if baseline is not None else " (no baseline run)"))
+    return "\n".join(lines) + "\n"

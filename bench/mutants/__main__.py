@@ -1,0 +1,187 @@
+"""The mutant bench: build Kubernetes with each patch, run the conformance tests on it, and say
+which tests caught it; then the unmodified build (which must pass).
+
+    python -m bench.mutants [--patches DIR] [--provider vm|kind] [-k EXPR] [--mutant NAME ...]
+                            [--no-baseline] [--baseline-only] [--rerun] [--results-dir results]
+
+Each mutant runs ``pytest e2e --provider vm --k8s-patch PATCH`` (one fresh VM, its build cached
+by release and patch content), restricted to the tests its header names (``# tests:``, as -k) on
+the behaviors it names, or the full suite when it names none. Results are kept per patch
+content and suite version under ``<results-dir>/mutants/``: a second run resumes where the
+first stopped and re-runs a mutant only when its patch or the suite changed (or ``--rerun``).
+The table goes to stdout and ``<results-dir>/mutants.md``.
+
+``--provider kind``: each build becomes a kind node image (``clusters.vm.nodeimage``), loaded
+into the Docker host ``DOCKER_HOST`` names (the kind host VM: ``clusters.vm kind-host up``),
+and the suite runs with ``--provider kind --node-image``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import mutants as model
+from clusters.vm import k8s_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _say(line: str) -> None:
+    print(f"[mutants {time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+def _selection(k: str | None, mutant_tests: str | None) -> tuple[list[str], str]:
+    exprs = [e for e in (mutant_tests, k) if e]
+    if not exprs:
+        return [], "full suite"
+    expr = " and ".join(f"({e})" for e in exprs)
+    return ["-k", expr], f"-k {expr}"
+
+
+def _node_image(patches: list[Path], provider: str) -> list[str]:
+    """kind: build the node image of this build and load it into the Docker host; its --node-image."""
+    if provider != "kind":
+        return []
+    from clusters.vm import nodeimage
+
+    if not os.environ.get("DOCKER_HOST"):
+        raise SystemExit("--provider kind needs the kind host's DOCKER_HOST (eval \"$(python -m clusters.vm kind-host up)\")")
+    built = nodeimage.build_node_image(k8s_source.release(_release(), patches), progress=_say)
+
+    def docker(*args: str, timeout: float = 600):
+        return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+    nodeimage.load_and_bake(built, docker, progress=_say)
+    return ["--node-image", built.ref]
+
+
+def _release() -> str:
+    from clusters import versions
+
+    return os.environ.get("KSC_MUTANTS_RELEASE", versions.KUBERNETES)
+
+
+def run_one(name: str, patches: list[Path], behaviors: str | None, selection: list[str], label: str,
+            provider: str, out_dir: Path, extra: list[str]) -> model.Outcome:
+    """One pytest run of the suite on one build; live progress per test on stderr."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    junit = out_dir / "junit.xml"
+    junit.unlink(missing_ok=True)
+    build = k8s_source.release(_release(), patches).build_id
+    t0 = time.monotonic()
+    try:
+        image_args = _node_image(patches, provider)
+    except Exception as error:  # noqa: BLE001 - a build that fails is this mutant's result
+        out = model.judge(name, build, None, None, str(error))
+        out.seconds, out.selection = time.monotonic() - t0, label
+        return out
+    argv = [sys.executable, "-m", "pytest", "e2e", "--provider", provider, "-p", "no:cacheprovider",
+            "-v", "--results-dir", str(out_dir), "--junitxml", str(junit), *image_args, *selection, *extra]
+    if provider == "vm":
+        argv += [f"--k8s-patch={p}" for p in patches]
+    argv += ["--behaviors", behaviors or "NoSwap,LimitedSwap"]
+    _say(f"{name}: {shlex.join(argv[1:])}")
+    log = out_dir / "pytest.log"
+    tail: list[str] = []
+    with open(log, "w") as f:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            f.write(line)
+            tail = (tail + [line])[-40:]
+            words = line.split()
+            if any(w in ("PASSED", "FAILED", "ERROR", "SKIPPED") for w in words[1:3]) and "::" in words[0]:
+                _say(f"{name}: {words[0].rsplit('::', 1)[-1]} {words[1]} ({time.monotonic() - t0:.0f}s)")
+            elif "kube-swap-conformance [" in line and ("vm:" in line) and ("building" in line or "Ready" in line
+                                                                              or "booting" in line):
+                _say(f"{name}: {line.split('] ', 1)[-1].strip()}")
+        rc = proc.wait()
+    out = model.judge(name, build, junit, rc, "".join(tail))
+    out.seconds, out.selection = time.monotonic() - t0, label
+    if out.verdict == model.NOT_RUN and not out.detail:
+        out.detail = f"pytest exit {rc}; log {log}"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.mutants", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--patches", type=Path, default=model.HERE, help="directory of *.patch mutants (default: bench/mutants)")
+    ap.add_argument("--provider", choices=("vm", "kind"), default="vm")
+    ap.add_argument("-k", dest="k", default=None, help="also restrict every run to these tests (pytest -k)")
+    ap.add_argument("--mutant", action="append", default=[], help="only this mutant (name or file stem); repeatable")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the unmodified build's run")
+    ap.add_argument("--baseline-only", action="store_true", help="only the unmodified build's run")
+    ap.add_argument("--rerun", action="store_true", help="run again even where a kept result matches")
+    ap.add_argument("--results-dir", type=Path, default=ROOT / "results")
+    ap.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for every run")
+    a = ap.parse_args(argv)
+
+    try:
+        mutants = model.load(a.patches)
+    except k8s_source.SourceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if a.mutant:
+        wanted = set(a.mutant)
+        mutants = [m for m in mutants if m.name in wanted or m.patch.path.stem in wanted]
+        missing = wanted - {m.name for m in mutants} - {m.patch.path.stem for m in mutants}
+        if missing:
+            print(f"error: no mutant named {', '.join(sorted(missing))} in {a.patches}", file=sys.stderr)
+            return 2
+    if not mutants and not a.baseline_only:
+        print(f"error: no *.patch in {a.patches}", file=sys.stderr)
+        return 2
+    suite = model.suite_hash(ROOT)
+    keep = a.results_dir / "mutants"
+    keep.mkdir(parents=True, exist_ok=True)
+    outcomes: list[model.Outcome] = []
+    started = time.monotonic()
+    for i, m in enumerate([] if a.baseline_only else mutants, 1):
+        kept = keep / f"{m.name}-{m.content_hash}-{a.provider}.json"
+        if kept.exists() and not a.rerun:
+            o = model.Outcome.from_json(kept.read_text())
+            if o.suite == suite and o.verdict != model.NOT_RUN:
+                _say(f"[{i}/{len(mutants)}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
+                outcomes.append(o)
+                continue
+        selection, label = _selection(a.k, m.tests)
+        _say(f"[{i}/{len(mutants)}] {m.name}: {m.wrong} ({label})")
+        o = run_one(m.name, [m.patch.path], m.behaviors, selection, label, a.provider,
+                    keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args)
+        o.suite = suite
+        kept.write_text(o.to_json())
+        caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
+        _say(f"[{i}/{len(mutants)}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
+        outcomes.append(o)
+
+    baseline = None
+    if not a.no_baseline:
+        exprs = [m.tests for m in mutants]
+        # the baseline runs every test any mutant ran: the full suite if one of them did
+        expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
+        selection, label = _selection(a.k, expr)
+        kept = keep / f"baseline-{_release()}-{a.provider}.json"
+        o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
+        if o is None or o.suite != suite or o.selection != label or o.verdict == model.NOT_RUN:
+            _say(f"baseline: the unmodified {_release()} ({label})")
+            o = run_one("baseline", [], None, selection, label, a.provider, keep / f"baseline-{a.provider}", a.pytest_args)
+            o.suite = suite
+            kept.write_text(o.to_json())
+        baseline = o
+
+    text = model.table(outcomes, baseline, dt.date.today().isoformat())
+    (a.results_dir / "mutants.md").write_text(text)
+    print(text, end="")
+    _say(f"bench took {(time.monotonic() - started) / 60:.1f} min; table in {a.results_dir / 'mutants.md'}")
+    alarms = baseline is not None and bool(baseline.failed or baseline.errors)
+    return 1 if alarms else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
