@@ -52,6 +52,11 @@ class Mutant:
         return self.patch.header().get("tests") or None
 
     @property
+    def binaries(self) -> list[str]:
+        """The Kubernetes commands the patch changes (``# binaries:``); empty: not said."""
+        return [b.strip() for b in self.patch.header().get("binaries", "").split(",") if b.strip()]
+
+    @property
     def behaviors(self) -> str | None:
         return self.patch.header().get("behaviors") or None
 

@@ -67,8 +67,55 @@ def _release() -> str:
     return os.environ.get("KSC_MUTANTS_RELEASE", versions.KUBERNETES)
 
 
+def _vm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clusters.vm", *args], cwd=ROOT, text=True,
+                          stdout=subprocess.PIPE, stderr=None)
+
+
+class SharedVm:
+    """One VM for every kubelet-only mutant: booted once from the release, each mutant's kubelet
+    swapped in (``clusters.vm swap-kubelet``: the node then reports that build), the suite run
+    with --reuse-clusters. A node left unhealthy by a mutant is stopped; the next one boots anew."""
+
+    def __init__(self) -> None:
+        self.booted = False
+
+    def ready(self) -> bool:
+        import json
+
+        out = _vm("status")
+        try:
+            return out.returncode == 0 and bool(json.loads(out.stdout).get("node_ready"))
+        except ValueError:
+            return False
+
+    def swap_in(self, patches: list[Path]) -> str | None:
+        """None when that build's kubelet runs on a Ready node; else why not."""
+        if not self.ready():
+            _vm("down")
+            for attempt in (1, 2):  # under emulation kubeadm's 10 s API deadlines are sometimes missed
+                _say(f"booting the shared VM ({_release()}), attempt {attempt}")
+                up = _vm("up", "--k8s-version", _release(), "--behavior", "LimitedSwap")
+                if up.returncode == 0:
+                    break
+                _vm("down")
+            else:
+                return f"the shared VM did not come up (exit {up.returncode}, twice)"
+            self.booted = True
+        swap = _vm("swap-kubelet", "--k8s-version", _release(), *[f"--k8s-patch={p}" for p in patches])
+        return None if swap.returncode == 0 else f"swapping the kubelet in failed (exit {swap.returncode})"
+
+    def after(self) -> None:
+        if not self.ready():
+            _say("the node is not Ready after this run: stopping the VM, the next run boots a fresh one")
+            _vm("down")
+
+    def down(self) -> None:
+        _vm("down")
+
+
 def run_one(name: str, patches: list[Path], behaviors: str | None, selection: list[str], label: str,
-            provider: str, out_dir: Path, extra: list[str]) -> model.Outcome:
+            provider: str, out_dir: Path, extra: list[str], shared: SharedVm | None = None) -> model.Outcome:
     """One pytest run of the suite on one build; live progress per test on stderr."""
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
@@ -81,6 +128,14 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
         out = model.judge(name, build, None, None, str(error))
         out.seconds, out.selection = time.monotonic() - t0, label
         return out
+    if shared is not None:
+        why = shared.swap_in(patches)
+        if why:
+            out = model.judge(name, build, None, None, why)
+            out.seconds, out.selection = time.monotonic() - t0, label
+            return out
+        extra = [*extra, "--reuse-clusters"]
+        label += " (kubelet swapped into the shared VM)"
     argv = [sys.executable, "-m", "pytest", "e2e", "--provider", provider, "-p", "no:cacheprovider",
             "-v", "--results-dir", str(out_dir), "--junitxml", str(junit), *image_args, *selection, *extra]
     if provider == "vm":
@@ -102,6 +157,8 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
                                                                               or "booting" in line):
                 _say(f"{name}: {line.split('] ', 1)[-1].strip()}")
         rc = proc.wait()
+    if shared is not None:
+        shared.after()
     out = model.judge(name, build, junit, rc, "".join(tail))
     out.seconds, out.selection = time.monotonic() - t0, label
     if out.verdict == model.NOT_RUN and not out.detail:
@@ -119,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-only", action="store_true", help="only the unmodified build's run")
     ap.add_argument("--rerun", action="store_true", help="run again even where a kept result matches")
     ap.add_argument("--results-dir", type=Path, default=ROOT / "results")
+    ap.add_argument("--fresh-vm", action="store_true",
+                    help="vm: boot a fresh VM for every mutant (default: kubelet-only mutants share one VM and"
+                         " swap their kubelet in; others always get a fresh VM)")
     ap.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for every run")
     a = ap.parse_args(argv)
 
@@ -142,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     keep.mkdir(parents=True, exist_ok=True)
     outcomes: list[model.Outcome] = []
     started = time.monotonic()
+    shared = SharedVm()
     for i, m in enumerate([] if a.baseline_only else mutants, 1):
         kept = keep / f"{m.name}-{m.content_hash}-{a.provider}.json"
         if kept.exists() and not a.rerun:
@@ -152,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
                 continue
         selection, label = _selection(a.k, m.tests)
         _say(f"[{i}/{len(mutants)}] {m.name}: {m.wrong} ({label})")
+        share = a.provider == "vm" and not a.fresh_vm and m.binaries == ["kubelet"]
+        if a.provider == "vm" and not share:
+            shared.down()  # this one boots its own VM with the whole build
         o = run_one(m.name, [m.patch.path], m.behaviors, selection, label, a.provider,
-                    keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args)
+                    keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, shared if share else None)
         o.suite = suite
         kept.write_text(o.to_json())
         caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
@@ -169,12 +233,16 @@ def main(argv: list[str] | None = None) -> int:
         kept = keep / f"baseline-{_release()}-{a.provider}.json"
         o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
         if o is None or o.suite != suite or o.selection != label or o.verdict == model.NOT_RUN:
-            _say(f"baseline: the unmodified {_release()} ({label})")
+            _say(f"baseline: the unmodified {_release()} ({label}, a fresh VM)")
+            if a.provider == "vm":
+                shared.down()
             o = run_one("baseline", [], None, selection, label, a.provider, keep / f"baseline-{a.provider}", a.pytest_args)
             o.suite = suite
             kept.write_text(o.to_json())
         baseline = o
 
+    if a.provider == "vm":
+        shared.down()
     text = model.table(outcomes, baseline, dt.date.today().isoformat())
     (a.results_dir / "mutants.md").write_text(text)
     print(text, end="")

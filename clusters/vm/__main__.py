@@ -8,6 +8,7 @@
     python -m clusters.vm down
     python -m clusters.vm build [--k8s-version v1.37.1] [--kernel 6.12]   # caches only
     ... up|build|node-image|kind-host up [--k8s-patch FILE ...] [--k8s-source DIR]
+    python -m clusters.vm swap-kubelet --k8s-patch FILE   # that build's kubelet on the running node
 
     python -m clusters.vm node-image [--k8s-version v1.37.1]   # the local kind node image
     eval "$(python -m clusters.vm kind-host up)"              # a Docker host for kind, in a VM
@@ -135,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         khs.add_parser(name)
     khe = khs.add_parser("exec")
     khe.add_argument("argv", nargs=argparse.REMAINDER)
+    sk = sub.add_parser("swap-kubelet", help="run another build's kubelet on the running node (control plane unchanged)")
+    sk.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION)
+    _add_source_args(sk)
     sub.add_parser("down")
     sub.add_parser("status")
     sb = sub.add_parser("set-behavior")
@@ -177,6 +181,9 @@ def _main(a: argparse.Namespace) -> int:
         print(kubeconfig)
         return 0
     vm = VmCluster(a.state_dir)
+    if a.cmd == "swap-kubelet":
+        print(vm.swap_kubelet(_kubernetes(a)))
+        return 0
     if a.cmd == "down":
         vm.down()
         return 0

@@ -456,7 +456,9 @@ def build_all(
         if source.patches:
             # Only the commands a patched package is linked into are rebuilt; the others are the
             # release's (built first, cached), so a kubelet-only patch costs one link.
-            release = kubernetes_component(source.release)
+            release = Component(name="kubernetes", version=source.release, binaries=K8S_COMMANDS)
+            if not release.is_cached(root):
+                release = kubernetes_component(source.release)
             release_dir = release.build(root, progress)
             reached = affected_commands(root / "src" / release.key, source, _go_env())
             k8s.copies = {c: release_dir / c for c in K8S_COMMANDS if c not in reached}

@@ -11,6 +11,7 @@ State (pid, port, sockets, overlay, kubeconfig) lives in ``state_dir`` so anothe
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -399,6 +400,51 @@ class VmCluster(Guest[VmState]):
     def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
         """Rewrite the guest kubelet config's swapBehavior, restart the kubelet, wait for it."""
         self.kubelet().set_swap_behavior(behavior, timeout)
+
+    def swap_kubelet(self, kubernetes: KubernetesSource, timeout: float = 600) -> str:
+        """Run another build's kubelet on this node (the control plane stays as it is): build it
+        (cached), copy it into the guest, restart the kubelet, and wait until the node is Ready
+        and reports that build as its kubeletVersion. Returns the build id; the VM's state then
+        names it, so ``--reuse-clusters`` with the same build attaches and any other refuses."""
+        st = self.state()
+        if not (st and self.is_running()):
+            raise VmClusterError("no VM is running (python -m clusters.vm up)")
+        bins = _build.build_all(kubernetes, root=self.cache_dir, progress=self.progress)
+        data = (bins.kubernetes / "kubelet").read_bytes()
+        t0 = time.monotonic()
+        chunk = 8 << 20  # the agent's messages are JSON with base64 data: keep each modest
+        new = "/usr/local/bin/kubelet.ksc-new"
+        self._check(["rm", "-f", new])
+        for i in range(0, len(data), chunk):
+            self._check(["sh", "-c", f"cat >> {new}"], input=data[i:i + chunk])
+        rc, out, _ = self.guest_exec(["sha256sum", new])
+        if rc != 0 or out.split()[0] != hashlib.sha256(data).hexdigest():
+            raise VmClusterError(f"copying the kubelet into the guest failed (sha256 {out.strip()!r})")
+        since = time.monotonic()
+        self._check(["sh", "-c", f"chmod 0755 {new} && systemctl stop kubelet && mv {new} /usr/local/bin/kubelet"
+                                 " && systemctl start kubelet"])
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                n = self.get_node()
+                last = n.status.node_info.kubelet_version
+                ready = any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                if last == bins.k8s_version and ready:
+                    break
+            except Exception as e:  # noqa: BLE001 - the API server may blink while the kubelet restarts
+                last = f"{type(e).__name__}: {str(e)[:160]}"
+            time.sleep(2)
+        else:
+            raise VmClusterError(f"the node did not come back Ready reporting kubelet {bins.k8s_version} within"
+                                 f" {timeout:.0f}s; last seen: {last}")
+        st.k8s_version = bins.k8s_version
+        self.save_state(st)
+        self.k8s_version = bins.k8s_version
+        self.kubernetes = kubernetes
+        self.progress(f"kubelet {bins.k8s_version} running on {self.node_name}: copied in {since - t0:.0f}s,"
+                      f" Ready {time.monotonic() - since:.0f}s after the restart")
+        return bins.k8s_version
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
