@@ -1,16 +1,23 @@
 """Watching a node under memory pressure: what the kubelet reported and did, moment by moment
 (pods on the node, their working sets and swap from /stats/summary, the node's condition and
-taint, evictions as they happen), and the account a failed eviction test prints."""
+taint, evictions as they happen), and the account a failed eviction test prints. Also the plan
+of a pressure episode (which pods the kubelet must evict at which threshold, from the oracle's
+ranking) and the check of the signal itself: /stats/summary's node memory against the node's
+own cgroup files."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from e2e import oracle
 from e2e.observe import NodeObserver
+
+if TYPE_CHECKING:
+    from e2e.nodefiles import NodeFiles
 
 MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure"
 Mi = 1 << 20
@@ -30,6 +37,7 @@ class Moment:
     node_swap: int | None
     pressure: bool
     taint: bool
+    node_memory: dict[str, Any] = field(default_factory=dict)  # the summary's node.memory, its sample time included
 
 
 @dataclass
@@ -104,7 +112,7 @@ class EvictionWatch:
         node_stats = summary.get("node") or {}
         moment = Moment(t, active, working_set, swap, (node_stats.get("memory") or {}).get("availableBytes"),
                         (node_stats.get("swap") or {}).get("swapUsageBytes"), conditions.get("MemoryPressure") == "True",
-                        MEMORY_PRESSURE_TAINT in taints)
+                        MEMORY_PRESSURE_TAINT in taints, dict(node_stats.get("memory") or {}))
         self.moments.append(moment)
         return moment
 
@@ -185,3 +193,240 @@ def account(watch: EvictionWatch, designed: list[str], threshold: int, extra: st
     if extra:
         lines.append(extra)
     return "\n".join(lines)
+
+
+# --- the plan: which pods a threshold makes the kubelet evict ---------------------------------
+
+MIN_MARGIN = 32 * Mi  # the least distance between the signal and the threshold either side of the last eviction
+
+
+@dataclass(frozen=True)
+class PressurePlan:
+    """A threshold that makes the kubelet evict every pod ranked before the hog, the hog, then
+    pass over the critical pods ranked next and evict `next`, the first pod after them it may
+    take, and stop: after `next` the signal is above the threshold by half `next`'s working
+    set; before it, below by as much."""
+
+    ranking: list[list[str]]  # rankMemoryPressure over every active pod with stats, critical ones included
+    available: int  # the signal when the plan was made
+    before: list[str]  # non-critical pods ranked before the hog
+    hog: str
+    next: str
+    passed_over: list[str]  # critical pods ranked before `next`: evictPod refuses each
+    threshold: int
+    expected: list[str]  # oracle.expected_evictions at `threshold`: before + hog + next
+
+    def describe(self, usage: Mapping[str, int]) -> str:
+        return (f"plan: threshold {self.threshold} = available {self.available} + working sets of {self.before}"
+                f" + the hog {self.hog} ({usage.get(self.hog)}) + half of {self.next} ({usage.get(self.next)});"
+                f" expected evictions {self.expected}; critical pods the kubelet must pass over {self.passed_over};"
+                f" ranking (critical included) {self.ranking}")
+
+
+class DesignError(AssertionError):
+    """The node's pods do not allow the planned episode (said with the figures)."""
+
+
+def plan_pressure(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], available: int, hog: str) -> PressurePlan:
+    """The plan for these pods (active, with working sets in `usage`) and the signal `available`."""
+    pods = [p for p in pods if _key(p) in usage]
+    manifests = {_key(p): p for p in pods}
+    ranking = oracle.eviction_ranking(pods, usage)
+    order = [k for tier in ranking for k in tier]
+    takeable = [k for k in order if not oracle.is_critical_pod(manifests[k])]
+    if hog not in takeable:
+        raise DesignError(f"the hog {hog} is not among the pods the kubelet may evict {takeable}")
+    at = takeable.index(hog)
+    if at + 1 >= len(takeable):
+        raise DesignError(f"no pod the kubelet may evict is ranked after the hog: {ranking}")
+    before, after = takeable[:at], takeable[at + 1]
+    if usage[after] // 2 < MIN_MARGIN:
+        raise DesignError(f"{after}, the next pod after the hog, holds {usage[after]}: half of it is below the"
+                          f" {MIN_MARGIN} margin the threshold needs either side; ranking {ranking}")
+    threshold = available + sum(usage[k] for k in before) + usage[hog] + usage[after] // 2
+    try:
+        expected = oracle.expected_evictions(pods, usage, available, threshold)
+    except ValueError as error:
+        raise DesignError(f"{error}; ranking {ranking}") from None
+    if expected != [*before, hog, after]:
+        raise DesignError(f"at threshold {threshold} the oracle expects {expected}, not {[*before, hog, after]}")
+    passed_over = oracle.critical_pods_passed_over(pods, usage, expected)
+    return PressurePlan(ranking, available, before, hog, after, passed_over, threshold, expected)
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    return key_of(dict(pod))
+
+
+def room_needed(requested: int, capacity: int, threshold: int, margin: int) -> int:
+    """What a pod without a request must hold (whole MiB) so that `threshold`, taken off the
+    node's allocatable memory, still leaves `margin` beyond the pods' `requested` memory; 0 if it
+    already does. Held memory lowers the signal, so the threshold planned from it, one for one."""
+    short = requested + margin - (capacity - threshold)
+    return 0 if short <= 0 else -(-short // Mi) * Mi
+
+
+def extra_evictions(evictions: Sequence[Eviction], expected: Sequence[str]) -> list[str]:
+    """Evictions the plan does not have, each with when it came after the last expected one."""
+    done = [e.t for e in evictions if e.key in expected]
+    last = max(done) if done else None
+    return [f"{e.key} at t={e.t:.0f}s" + (f" ({e.t - last:+.0f}s after the last expected eviction)" if last is not None
+                                          else "") for e in sorted(evictions, key=lambda e: e.t) if e.key not in expected]
+
+
+# --- the signal: /stats/summary's node memory against the node's cgroup files ------------------
+
+NODE_SIGNAL_SECONDS = 60  # four of cAdvisor's 10-15 s housekeeping intervals
+
+
+@dataclass(frozen=True)
+class RootRead:
+    """One read of the node's root cgroup memory files (one exec, the files back to back): what
+    cAdvisor reads for "/" (oracle.node_memory_usage)."""
+
+    current: int | None  # memory.current, where the root has one (a kind node's cgroup namespace)
+    stat: Mapping[str, int]
+
+    @property
+    def usage(self) -> int:
+        return oracle.node_memory_usage(self.current, self.stat)
+
+    @property
+    def working_set(self) -> int:
+        return oracle.node_working_set(self.usage, self.stat)
+
+    def __str__(self) -> str:
+        source = "memory.current" if self.current is not None else "anon+file"
+        return f"usage {self.usage} ({source}), inactive_file {self.stat.get('inactive_file')}, working set {self.working_set}"
+
+
+def parse_root_read(text: str, has_current: bool) -> RootRead:
+    """`cat memory.current memory.stat` (has_current) or `cat memory.stat`."""
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    current = None
+    if has_current:
+        if not lines or len(lines[0]) != 1:
+            raise ValueError(f"expected memory.current first, got {text[:200]!r}")
+        current = int(lines.pop(0)[0])
+    stat = {fields[0]: int(fields[1]) for fields in lines if len(fields) == 2}
+    missing = [k for k in ("inactive_file", *(() if has_current else ("anon", "file"))) if k not in stat]
+    if missing:
+        raise ValueError(f"memory.stat without {missing}: {text[:300]!r}")
+    return RootRead(current, stat)
+
+
+@dataclass(frozen=True)
+class SampleWindow:
+    """A summary whose node memory is a sample cAdvisor took between two of our reads of the
+    node's files: reads[0] came before the summary served just before it (which still had the
+    previous sample), reads[1] between the two summaries, reads[2] after the one with it."""
+
+    memory: Mapping[str, Any]  # summary node.memory
+    reads: tuple[RootRead, RootRead, RootRead]
+
+    @property
+    def exact(self) -> bool:
+        """Nothing changed in the node's files across the window: the sample must be these figures."""
+        return len({(r.usage, r.working_set) for r in self.reads}) == 1
+
+    def bounds(self, what: str) -> tuple[int, int]:
+        values = [getattr(r, what) for r in self.reads]
+        return min(values), max(values)
+
+
+def sample_windows(reads: Sequence[RootRead], memories: Sequence[Mapping[str, Any]]) -> list[SampleWindow]:
+    """The windows of an alternating sequence reads[0], memories[0], reads[1], memories[1], ...,
+    reads[n]: memories[k] differing from memories[k-1] is a sample cAdvisor took after the
+    summary k-1 was served (which had the older one) and before summary k was: after reads[k-1]
+    and before reads[k+1]. memories[0] has no known start."""
+    return [SampleWindow(memories[k], (reads[k - 1], reads[k], reads[k + 1]))
+            for k in range(1, len(memories)) if memories[k] != memories[k - 1] and k + 1 < len(reads)]
+
+
+def node_memory_problems(windows: Sequence[SampleWindow], capacity: int, hugepages: int) -> list[str]:
+    """How the summary's node memory departs from the kubelet's rule (empty: it does not).
+
+    Exact, whatever the timing: availableBytes = capacity - workingSetBytes (- hugepages,
+    oracle.node_memory_available). Against the node's files: usageBytes and workingSetBytes
+    equal to the files' figures where nothing changed across the window, else within the least
+    and the greatest the files showed in it."""
+    problems = []
+    if not windows:
+        return ["no new /stats/summary node memory sample came between two reads of the node's files"]
+    for w in windows:
+        m = w.memory
+        at = f"sample at {m.get('time')}"
+        figures = {k: m.get(k) for k in ("usageBytes", "workingSetBytes", "availableBytes")}
+        if any(v is None for v in figures.values()):
+            problems.append(f"{at}: node memory without {[k for k, v in figures.items() if v is None]}: {dict(m)}")
+            continue
+        usage, ws, available = (int(v) for v in figures.values())
+        want = oracle.node_memory_available(capacity, ws, hugepages)
+        if available != want:
+            problems.append(f"{at}: availableBytes {available} != capacity {capacity} - workingSetBytes {ws}"
+                            + (f" - hugepages {hugepages}" if hugepages else "") + f" = {want} ({available - want:+d})")
+        for name, got, what in (("usageBytes", usage, "usage"), ("workingSetBytes", ws, "working_set")):
+            low, high = w.bounds(what)
+            if not low <= got <= high:
+                off = got - high if got > high else got - low
+                shown = f"= {low}" if low == high else f"in [{low}, {high}]"
+                problems.append(f"{at}: {name} {got}, the node's files {shown} across the window ({off:+d})")
+    return problems
+
+
+@dataclass
+class SignalCheck:
+    capacity: int
+    hugepages: int
+    reads: list[RootRead]
+    memories: list[dict[str, Any]]
+    windows: list[SampleWindow]
+    problems: list[str]
+
+    def describe(self) -> str:
+        lines = [f"node memory signal: capacity (MemTotal) {self.capacity}, hugepages taken off {self.hugepages};"
+                 f" {len(self.reads)} reads of the node's files, {len(self.memories)} summaries,"
+                 f" {len(self.windows)} new samples ({sum(w.exact for w in self.windows)} with the files unchanged)"]
+        for w in self.windows:
+            lines.append(f"  summary {dict(w.memory)}")
+            lines += [f"    files: {r}" for r in w.reads]
+        return "\n".join(lines + [f"  problem: {p}" for p in self.problems])
+
+
+def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages: int,
+                             seconds: float = NODE_SIGNAL_SECONDS) -> SignalCheck:
+    """Read the node's root cgroup files and /stats/summary in turn until a new summary sample
+    falls between two reads of unchanged files (exact), or `seconds` pass; judge every window.
+
+    Why not exact every time: /stats/summary serves cAdvisor's cached sample ("external calls to
+    the summary API use cached stats", server/stats/handler.go), taken at a moment we cannot
+    read on the node's clock, every 10-15 s (housekeeping) or when the eviction manager asks for
+    fresh stats; the node's memory moves meanwhile. The tightest bound that stays correct is
+    what the files showed from before the sample to after it: the new sample lies between the
+    summary before it and the summary with it, so between the reads either side of those. (It
+    assumes the figures do not leave that range and come back between two reads a second or two
+    apart, and that cAdvisor stores a sample within the round trip through the API server that
+    separates our read from the next summary: it reads the files and stores the sample in
+    milliseconds, manager/container.go updateStats. A failure prints every read.)"""
+    from e2e.nodefiles import HOST_CGROUP
+
+    has_current = files.root_file("memory.current") is not None
+    paths = ([f"{HOST_CGROUP}/memory.current"] if has_current else []) + [f"{HOST_CGROUP}/memory.stat"]
+    capacity = files.meminfo()["MemTotal"]
+
+    def read() -> RootRead:
+        out = observer.exec(files.ws.namespace, files.pod, "reader", ["/swapstress", "cat", *paths]).stdout
+        return parse_root_read(out, has_current)
+
+    def memory() -> dict[str, Any]:
+        return dict((json.loads(observer.node_proxy("stats/summary")).get("node") or {}).get("memory") or {})
+
+    reads, memories = [read()], []
+    deadline = time.monotonic() + seconds
+    while True:
+        memories.append(memory())
+        reads.append(read())
+        windows = sample_windows(reads, memories)
+        if any(w.exact for w in windows) or time.monotonic() > deadline:
+            break
+    return SignalCheck(capacity, hugepages, reads, memories, windows, node_memory_problems(windows, capacity, hugepages))

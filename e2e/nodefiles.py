@@ -100,3 +100,124 @@ class NodeFiles:
                 return int(value), "the node cgroup's memory.swap.current"
         meminfo = self.meminfo()
         return meminfo["SwapTotal"] - meminfo["SwapFree"], "SwapTotal - SwapFree (/proc/meminfo)"
+
+
+# --- a kubelet's staticPodPath, written from a privileged pod ---------------------------------
+
+HOST_ROOT = "/host"  # the node's root filesystem, read-only, in the writer
+STATIC_DIR = "/static-pods"  # the node's staticPodPath, read-write, in the writer
+MANIFESTS = "/manifests"  # the ConfigMap with the manifests to place
+
+# The node's dynamic loader and its library directories, relative to the node's root (Debian
+# and Ubuntu multiarch, as on kind and vm nodes, then lib64 layouts). Only paths that resolve
+# inside the writer count: Debian's /lib64/ld-linux-x86-64.so.2 is an absolute symlink, which
+# resolves against the writer's own root and is missing there.
+_LOADERS = (
+    ("lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu")),
+    ("usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", ("usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu")),
+    ("usr/lib64/ld-linux-x86-64.so.2", ("usr/lib64", "lib64")),
+    ("lib/aarch64-linux-gnu/ld-linux-aarch64.so.1", ("lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu")),
+    ("usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1", ("usr/lib/aarch64-linux-gnu", "lib/aarch64-linux-gnu")),
+    ("usr/lib64/ld-linux-aarch64.so.1", ("usr/lib64", "lib64")),
+)
+_TOOL_DIRS = ("usr/bin", "bin")
+
+
+class NodeToolsUnavailable(RuntimeError):
+    """The node's own cp/mv/rm cannot be run from the writer pod (no loader or tool where looked)."""
+
+
+@dataclass
+class StaticPodDir:
+    """The node's staticPodPath, written through a privileged pod on the node.
+
+    The workload image has no shell and no copy tool, so the writer runs the node's own cp, mv
+    and rm through the node's dynamic loader (`ld.so --library-path LIBS /host/usr/bin/cp ...`):
+    a dynamically linked host binary cannot be exec'd directly, its interpreter path names the
+    writer's root, which has no /lib. Manifests come in through a ConfigMap volume. A manifest is
+    copied to a dot-file first (the kubelet reads only names not starting with a dot,
+    pkg/kubelet/config/file.go extractFromDir) and renamed into place in the same directory, so
+    the kubelet never reads half of one."""
+
+    ws: Workspace
+    pod: str
+    node_path: str  # staticPodPath as the kubelet's /configz gives it
+    loader: list[str]  # [loader, --library-path, LIBS]
+    tools: dict[str, str]  # cp, mv, rm -> path in the writer
+
+    @classmethod
+    def on(cls, ws: Workspace, node: str, static_pod_path: str, manifests: dict[str, str],
+           name: str = "static-pod-writer") -> "StaticPodDir":
+        """Deploy the writer on `node` with `manifests` ({file name: text}) ready to place.
+        Raises NodeToolsUnavailable when the node's loader or coreutils are not where looked."""
+        ws.deploy({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": ws.namespace, "labels": labels(ws.test)},
+                   "data": dict(manifests)})
+        ws.deploy({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ws.namespace, "labels": labels(ws.test)},
+            "spec": {
+                "nodeName": node,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{
+                    "name": "writer", "image": ws.image, "imagePullPolicy": "Never",
+                    "command": ["/swapstress", "pause"], "securityContext": {"privileged": True},
+                    "volumeMounts": [{"name": "host", "mountPath": HOST_ROOT, "readOnly": True},
+                                     {"name": "static", "mountPath": STATIC_DIR},
+                                     {"name": "manifests", "mountPath": MANIFESTS, "readOnly": True}],
+                }],
+                # DirectoryOrCreate: a kubeadm worker may have no manifests directory yet; the
+                # kubelet watches a missing staticPodPath until it appears (file_linux.go doWatch).
+                "volumes": [{"name": "host", "hostPath": {"path": "/"}},
+                            {"name": "static", "hostPath": {"path": static_pod_path, "type": "DirectoryOrCreate"}},
+                            {"name": "manifests", "configMap": {"name": name}}],
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 1,
+                "automountServiceAccountToken": False,
+            },
+        })
+        ws.running(name)
+        loader, tools = cls._find_tools(ws, name)
+        return cls(ws, name, static_pod_path, loader, tools)
+
+    @staticmethod
+    def _find_tools(ws: Workspace, pod: str) -> tuple[list[str], dict[str, str]]:
+        candidates = [f"{HOST_ROOT}/{path}" for path, _ in _LOADERS]
+        candidates += [f"{HOST_ROOT}/{d}/{tool}" for d in _TOOL_DIRS for tool in ("cp", "mv", "rm")]
+        # `resident` opens each path (following symlinks as exec would) and prints the ones it
+        # could; exit 1 only says some were missing.
+        out = ws.observer.exec(ws.namespace, pod, "writer", ["/swapstress", "resident", *candidates], allowed=(0, 1)).stdout
+        found = {line.split('path="', 1)[1].rstrip('"') for line in out.splitlines() if 'path="' in line}
+        tools = {}
+        for tool in ("cp", "mv", "rm"):
+            tools[tool] = next((f"{HOST_ROOT}/{d}/{tool}" for d in _TOOL_DIRS if f"{HOST_ROOT}/{d}/{tool}" in found), "")
+        missing = [tool for tool, path in tools.items() if not path]
+        tried = []
+        for path, libs in _LOADERS:
+            if missing or f"{HOST_ROOT}/{path}" not in found:
+                continue
+            loader = [f"{HOST_ROOT}/{path}", "--library-path", ":".join(f"{HOST_ROOT}/{lib}" for lib in libs)]
+            try:
+                ws.observer.exec(ws.namespace, pod, "writer", [*loader, tools["cp"], "--version"])
+                return loader, tools
+            except AssertionError as error:
+                tried.append(f"{path}: {str(error)[:200]}")
+        raise NodeToolsUnavailable(
+            f"cannot run the node's own cp/mv/rm from a privileged pod on {ws.node.name}: "
+            + (f"no {', '.join(missing)} under /usr/bin or /bin" if missing else
+               f"no loader that runs them ({'; '.join(tried) or 'none of ' + ', '.join(p for p, _ in _LOADERS) + ' found'})"))
+
+    def _run(self, tool: str, *args: str) -> None:
+        self.ws.observer.exec(self.ws.namespace, self.pod, "writer", [*self.loader, self.tools[tool], *args])
+
+    def place(self, file: str) -> str:
+        """Put the ConfigMap's `file` into staticPodPath under the same name; returns its node path."""
+        temporary = f"{STATIC_DIR}/.{file}.tmp"
+        self._run("cp", f"{MANIFESTS}/{file}", temporary)
+        self._run("mv", "-f", temporary, f"{STATIC_DIR}/{file}")
+        return f"{self.node_path.rstrip('/')}/{file}"
+
+    def remove(self, file: str) -> None:
+        """Remove `file` (and its dot-file, should a copy have stopped half-way) from staticPodPath."""
+        self._run("rm", "-f", f"{STATIC_DIR}/{file}", f"{STATIC_DIR}/.{file}.tmp")

@@ -5,9 +5,12 @@ Nothing here talks to a cluster. Pods are plain manifests (dicts shaped like
 Every rule cites the kubelet code it models, so a reviewer can check it line by line:
 
 - pkg/kubelet/kuberuntime/kuberuntime_container_linux.go: GetContainerSwapBehavior,
-  calcSwapForBurstablePods (LimitedSwap);
-- pkg/apis/core/helper/qos: ComputePodQOS; pkg/apis/core/v1/defaults.go: requests default to
-  limits (the kubelet only ever sees defaulted pods);
+  ConfigureLimitedSwap, calcSwapForBurstablePods (LimitedSwap); getMemoryLimit (memory.max,
+  pod-level limit for a container without its own);
+- pkg/apis/core/v1/helper/qos: GetPodQOS (status.qosClass first), ComputePodQOS (pod-level
+  resources decide when set); pkg/apis/core/v1/defaults.go: requests default to limits (the
+  kubelet only ever sees defaulted pods); pkg/api/pod/util.go DefaultPodLevelResources (1.37) and
+  defaults.go defaultPodRequests (1.34-1.36): pod-level requests and limits;
 - pkg/kubelet/types/pod_update.go: IsCriticalPod, IsStaticPod, IsMirrorPod;
 - pkg/kubelet/util/swap/swap_util.go, pkg/volume/emptydir: memory-backed volumes and `noswap`;
 - pkg/kubelet/eviction/helpers.go: rankMemoryPressure;
@@ -46,7 +49,11 @@ __all__ = [
     "readback_bytes",
     "readback_swap_max",
     "expected_memory_max",
+    "container_memory_limit",
+    "page_edge_request",
     "qos_class",
+    "pod_qos",
+    "pod_level_resources_set",
     "is_critical_pod",
     "defaulted_pod",
     "find_container",
@@ -61,6 +68,13 @@ __all__ = [
     "expects_noswap",
     "pod_memory_request",
     "eviction_ranking",
+    "eviction_memory_request",
+    "expected_evictions",
+    "critical_pods_passed_over",
+    "node_memory_usage",
+    "node_working_set",
+    "hugepage_aware_eviction",
+    "node_memory_available",
 ]
 
 PAGE_SIZE = 4096
@@ -124,18 +138,112 @@ def _with_defaulted_requests(obj: Mapping[str, Any], names: Iterable[str] | None
     return out
 
 
-def defaulted_pod(pod: Any) -> dict[str, Any]:
-    """The pod as the kubelet receives it: container requests defaulted from limits.
+def is_pod_level_resource(name: str) -> bool:
+    """resourcehelper.IsSupportedPodLevelResource (k8s.io/component-helpers/resource/helpers.go):
+    cpu, memory and hugepages-*."""
+    return name in _QOS_RESOURCES or name.startswith("hugepages-")
 
-    SetDefaults_Pod does this for containers and init containers; pod-level resources
-    (PodLevelResources) get the same treatment for cpu and memory.
+
+def pod_level_resources_set(pod: Any) -> bool:
+    """resourcehelper.IsPodLevelResourcesSet: spec.resources names a supported pod-level
+    resource in its requests or limits. Accepts a pod or its spec."""
+    manifest = as_manifest(pod)
+    requests, limits = _resources(manifest["spec"] if "spec" in manifest else manifest)
+    return any(is_pod_level_resource(name) for name in [*requests, *limits])
+
+
+def _quantity_text(value: Decimal) -> str:
+    return str(int(value)) if value == value.to_integral_value() else format(value.normalize(), "f")
+
+
+def _aggregate_containers(spec: Mapping[str, Any], name: str, limits: bool = False) -> Decimal | None:
+    """resourcehelper.AggregateContainerRequests / AggregateContainerLimits for one resource,
+    without overhead: max(app containers + sidecars, peak of the init sequence, each init
+    container counted with the sidecars started before it). None when no container names
+    the resource (the Go map then has no key for it)."""
+    index = 1 if limits else 0
+    named = False
+
+    def amount(container: Mapping[str, Any]) -> Decimal:
+        nonlocal named
+        value = _resources(container)[index].get(name)
+        named = named or value is not None
+        return _exact(value)
+
+    total = sum((amount(c) for c in spec.get("containers") or []), Decimal(0))
+    sidecars, init_peak = Decimal(0), Decimal(0)
+    for init in spec.get("initContainers") or []:
+        if init.get("restartPolicy") == "Always":  # a sidecar runs beside the app containers
+            value = amount(init)
+            total += value
+            sidecars += value
+            step = sidecars
+        else:
+            step = amount(init) + sidecars
+        init_peak = max(init_peak, step)
+    return max(total, init_peak) if named else None
+
+
+def _defaulted_pod_level(spec: Mapping[str, Any], legacy: bool) -> dict[str, Any]:
+    """Pod-level requests and limits as the API server stores them.
+
+    v1.37 (PodLevelResourcesFixDefaulting, beta and on by default): pkg/registry/core/pod/
+    strategy.go PrepareForCreate -> pkg/api/pod/util.go DefaultPodLevelResources, once spec.resources
+    has any request or limit:
+      1. defaultPodLevelRequests: cpu and memory (supported and overcommittable) missing from the
+         pod-level requests get the aggregated container requests, where a container requests
+         them; then every pod-level limit still without a request gives its value as request;
+      2. defaultPodLevelLimits: a supported resource with a pod-level request and no pod-level
+         limit, that *every* container (init containers included) limits, gets
+         max(pod-level request, aggregated container limits).
+    1.34-1.36 (`legacy`): pkg/apis/core/v1/defaults.go SetDefaults_Pod -> defaultPodRequests, only
+    when spec.resources has limits: step 1 alone.
+    Container requests are defaulted from their limits first (SetDefaults_Pod), so they count.
+    defaultHugePagePodLevelLimits is not modelled: hugepages play no part in QoS, swap or memory.max.
+    """
+    res = dict(spec.get("resources") or {})
+    requests, limits = _resources(spec)
+    if (not limits) if legacy else (not requests and not limits):
+        return res
+    for name in _QOS_RESOURCES:
+        if name not in requests:
+            aggregated = _aggregate_containers(spec, name)
+            if aggregated is not None:
+                requests[name] = _quantity_text(aggregated)
+    for name, value in limits.items():
+        if name not in requests and is_pod_level_resource(name):
+            requests[name] = value
+    if not legacy:
+        everything = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        for name in list(requests):
+            if not is_pod_level_resource(name) or name in limits:
+                continue
+            if not all(name in _resources(c)[1] for c in everything):
+                continue
+            aggregated = _aggregate_containers(spec, name, limits=True)
+            if aggregated is not None:
+                limits[name] = _quantity_text(max(_exact(requests[name]), aggregated))
+    if requests:
+        res["requests"] = requests
+    if limits:
+        res["limits"] = limits
+    return res
+
+
+def defaulted_pod(pod: Any, legacy_pod_level_defaulting: bool = False) -> dict[str, Any]:
+    """The pod as the API server stores it, and so as the kubelet receives it.
+
+    SetDefaults_Pod (pkg/apis/core/v1/defaults.go) defaults every container's and init
+    container's requests from its limits; pod-level resources are then defaulted as
+    _defaulted_pod_level says (v1.37, or 1.34-1.36 with `legacy_pod_level_defaulting`).
+    Idempotent: a pod read back from the API server comes out unchanged.
     """
     manifest = as_manifest(pod)
     spec = dict(manifest.get("spec") or {})
     for key in ("containers", "initContainers"):
         spec[key] = [_with_defaulted_requests(c) for c in spec.get(key) or []]
     if spec.get("resources"):
-        spec = _with_defaulted_requests(spec, _QOS_RESOURCES)
+        spec["resources"] = _defaulted_pod_level(spec, legacy_pod_level_defaulting)
     out = dict(manifest)
     out["spec"] = spec
     return out
@@ -184,13 +292,19 @@ def _exact(value: Any) -> Decimal:
 
 
 def qos_class(pod: Any) -> str:
-    """ComputePodQOS on the defaulted spec; status.qosClass is deliberately ignored.
+    """ComputePodQOS (pkg/apis/core/v1/helper/qos/qos.go, the same in pkg/apis/core/helper/qos)
+    on the defaulted spec: what the API server writes to status.qosClass at creation
+    (pkg/registry/core/pod/strategy.go PrepareForCreate). status.qosClass itself is not read
+    here (pod_qos reads it, as the kubelet does), so comparing the two checks the API server.
 
-    Only cpu and memory count; zero is the same as unset; init containers count, ephemeral
-    containers cannot set resources. Pod-level resources, when set, decide alone.
+    Pod-level resources decide alone when spec.resources names cpu, memory or hugepages
+    (PodLevelResources, on by default since 1.34, with PodLevelResourcesFixKubeletQOSClass, on by
+    default in 1.37: IsPodLevelResourcesSet): requirementsQOS on spec.resources. Otherwise only
+    cpu and memory of every container count; zero is the same as unset; init containers count,
+    ephemeral containers cannot set resources.
     """
     spec = defaulted_pod(pod)["spec"]
-    if spec.get("resources"):
+    if pod_level_resources_set(spec):
         return _resource_qos(spec["resources"])
     pod_qos = None
     for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
@@ -202,6 +316,14 @@ def qos_class(pod: Any) -> str:
         elif pod_qos != qos:
             return "Burstable"
     return pod_qos or "BestEffort"
+
+
+def pod_qos(pod: Any) -> str:
+    """v1qos.GetPodQOS, what the kubelet's swap decision calls (GetContainerSwapBehavior):
+    status.qosClass when the pod has one (every pod the API server created), else ComputePodQOS
+    (a static pod as the kubelet read it from its file)."""
+    status = as_manifest(pod).get("status") or {}
+    return status.get("qosClass") or qos_class(pod)
 
 
 def is_critical_pod(pod: Any) -> bool:
@@ -253,12 +375,22 @@ def decide_swap(
     node_swap_bytes: int,
     cgroup_v2: bool = True,
 ) -> SwapDecision:
+    """memory.swap.max for one container, as kuberuntime_container_linux.go (v1.37.1) decides it:
+    configureContainerSwapResources -> GetContainerSwapBehavior -> ConfigureLimitedSwap /
+    ConfigureNoSwap.
+
+    Only the container's *own* memory request and limit count (container.Resources, defaulted):
+    pod-level resources (spec.resources) change the QoS class (GetPodQOS) and memory.max
+    (getMemoryLimit), never the swap rule: the "no memory" and "request equals limit" tests and
+    the share itself read container.Resources, not the effective limit the container gets from
+    the pod level.
+    """
     behavior = normalize(behavior)
     manifest = defaulted_pod(pod)
     container = find_container(manifest, container_name)
     requests, limits = _resources(container)
     request, limit = _memory(requests), _memory(limits)
-    qos = qos_class(manifest)
+    qos = pod_qos(manifest)
     inputs = {
         "behavior": behavior,
         "container": container_name,
@@ -270,6 +402,9 @@ def decide_swap(
         "node_swap": node_swap_bytes,
         "cgroup_v2": cgroup_v2,
     }
+    if pod_level_resources_set(manifest):
+        pod_requests, pod_limits = _resources(manifest["spec"])
+        inputs["pod_level"] = {"requests": pod_requests, "limits": pod_limits}
 
     def decision(value: int, rule: str) -> SwapDecision:
         return SwapDecision(value, rule, inputs)
@@ -286,14 +421,22 @@ def decide_swap(
         inputs = {**inputs, "swap_limit": value}
         return SwapDecision(value, "WorkloadControlledSwap: limits.swap", inputs)
     # LimitedSwap: GetContainerSwapBehavior's exclusions, in the kubelet's order.
+    # types.IsCriticalPod (pkg/kubelet/types/pod_update.go): IsStaticPod (config.source not
+    # "api"), then IsMirrorPod, then spec.priority >= SystemCriticalPriority. A static pod is
+    # critical whatever its priority: the kubelet decides on the pod it read from the file.
     if is_critical_pod(manifest):
         return decision(0, "critical pod (static, mirror, or priority >= 2000000000): NoSwap")
+    # kubeapiqos.GetPodQOS(pod) != Burstable: status.qosClass, which pod-level resources decide.
     if qos != "Burstable":
         return decision(0, f"{qos} pod: only Burstable pods get swap")
-    if request == 0 and limit == 0:
+    # container.Resources.Requests.Memory().IsZero() && ...Limits.Memory().IsZero(); then
+    # Requests.Memory().Cmp(*Limits.Memory()) == 0: exact comparisons of the container's own.
+    exact_request, exact_limit = _exact(requests.get("memory")), _exact(limits.get("memory"))
+    if exact_request == 0 and exact_limit == 0:
         return decision(0, "container has no memory request and no memory limit: NoSwap")
-    if request == limit:
+    if exact_request == exact_limit:
         return decision(0, "container memory request equals its limit: NoSwap")
+    # ConfigureLimitedSwap: calcSwapForBurstablePods(container.Resources.Requests.Memory().Value(), ...)
     value, rule = _limited_swap_bytes(request, node_memory_bytes, node_swap_bytes)
     return decision(value, rule)
 
@@ -310,6 +453,37 @@ def expected_swap_max(
     return decide_swap(
         behavior, pod, container_name, node_memory_bytes, node_swap_bytes, cgroup_v2
     ).value
+
+
+def page_edge_request(near: int, node_memory_bytes: int, node_swap_bytes: int, page_size: int = PAGE_SIZE) -> int:
+    """A memory request at which the formula's rounding shows in what memory.swap.max reads.
+
+    The smallest request >= `near` (and <= node memory) whose LimitedSwap value, float64 product
+    truncated as calcSwapForBurstablePods does, is one byte short of a whole page, while the
+    exact quotient request * swap / memory lies at least half a byte above that value. The
+    kernel floors the written value to pages, so the truncated value reads back one page lower
+    than the same product rounded to nearest, rounded up, or aligned up to a page: a rounding
+    change in the kubelet reads back differently instead of vanishing in the page floor.
+    `near` itself where no request does within 65536 pages: the node has no swap (every value is
+    0), or swap is a whole multiple of memory (every exact quotient is a whole number).
+    """
+    from fractions import Fraction
+
+    if node_swap_bytes <= 0 or node_memory_bytes <= 0:
+        return near
+    ratio = Fraction(node_swap_bytes, node_memory_bytes)
+    if ratio.denominator == 1:
+        return near
+    first = int(Fraction(near) * ratio) // page_size
+    for page in range(first, first + 65536):
+        value = page * page_size + page_size - 1  # one byte short of the next page
+        request = math.ceil((value + Fraction(1, 2)) / ratio)  # the smallest with exact quotient >= value + 1/2
+        if request > node_memory_bytes:
+            break
+        if (request >= near and request * ratio < value + 1
+                and _limited_swap_bytes(request, node_memory_bytes, node_swap_bytes)[0] == value):
+            return request
+    return near
 
 
 # When memory.swap.max is written (kubelet v1.37.1; the same rule in 1.33-1.36): only when the
@@ -384,10 +558,24 @@ def readback_swap_max(value: int | None, page_size: int = PAGE_SIZE) -> str:
     return "max" if value is None else str(readback_bytes(value, page_size))
 
 
+def container_memory_limit(pod: Any, container_name: str) -> int:
+    """The memory limit the kubelet gives the container's cgroup (0: none), v1.37.1
+    kuberuntime_container_linux.go generateLinuxContainerResources -> getMemoryLimit: the
+    container's own limit; when it has none and pod-level resources are set (PodLevelResources,
+    on by default since 1.34; resourcehelper.IsPodLevelResourcesSet), the pod-level memory limit
+    (itself 0 when the pod level sets none). calculateLinuxResources writes it only when non-zero.
+    (DRA node-allocatable claims, which can raise an explicit container limit, are not modelled.)"""
+    manifest = defaulted_pod(pod)
+    limit = _memory(_resources(find_container(manifest, container_name))[1])
+    if limit == 0 and pod_level_resources_set(manifest):
+        limit = _memory(_resources(manifest["spec"])[1])
+    return limit
+
+
 def expected_memory_max(pod: Any, container_name: str, page_size: int = PAGE_SIZE) -> str:
-    """What `cat memory.max` prints in the container: its memory limit in pages, or `max`."""
-    _, limits = _resources(find_container(defaulted_pod(pod), container_name))
-    limit = _memory(limits)
+    """What `cat memory.max` prints in the container: container_memory_limit in whole pages
+    (the kernel floors a byte value), or `max`."""
+    limit = container_memory_limit(pod, container_name)
     return readback_swap_max(limit if limit > 0 else None, page_size)
 
 
@@ -536,9 +724,29 @@ def _pod_key(pod: Mapping[str, Any]) -> str:
 #   in that order that evictPod accepts; evictPod refuses critical pods (static, mirror, or
 #   priority >= 2000000000) and the loop moves on to the next pod. The evicted pod's status is
 #   phase Failed, reason "Evicted", message "The node was low on resource: memory. ...".
+#   (v1.37.1: eviction_manager.go synchronize, "we kill at most a single pod during each
+#   eviction interval": `for i := range activePods { ... if m.evictPod(...) { return } }`, and
+#   evictPod returns false, "cannot evict a critical pod", when kubelettypes.IsCriticalPod.)
+#   Pressure lasts while the observed available memory is below the threshold (thresholdsMet:
+#   threshold.Cmp(available) > 0): expected_evictions follows that until it ends.
+
+def eviction_memory_request(pod: Any) -> int:
+    """The request rankMemoryPressure compares a pod's working set with:
+    v1resource.GetResourceRequestQuantity(pod, memory) (pkg/api/v1/resource/helpers.go), that is
+    resourcehelper.PodRequests without overhead (pod-level requests when set), plus the pod's
+    overhead only where that total is not zero. (pod_memory_request, what admission sums, always
+    adds the overhead: the two differ only for a pod with overhead and no memory request.)"""
+    spec = defaulted_pod(pod).get("spec") or {}
+    pod_level_requests, _ = _resources(spec)
+    if "memory" in pod_level_requests:
+        base = _memory(pod_level_requests)
+    else:
+        base = _aggregate({k: v for k, v in spec.items() if k != "overhead"})
+    return base + _memory(spec.get("overhead") or {}) if base else 0
+
 
 def _eviction_key(pod: Mapping[str, Any], used: int) -> tuple[bool, int, int]:
-    request = pod_memory_request(pod)
+    request = eviction_memory_request(pod)
     priority = int((pod.get("spec") or {}).get("priority") or 0)
     return (not used > request, priority, -(used - request))
 
@@ -609,3 +817,84 @@ def eviction_order_problems(pods: Iterable[Any], usage: Mapping[str, int], evict
 def _describe(key: tuple[bool, int, int]) -> str:
     within, priority, negative_excess = key
     return f"({'within' if within else 'above'} request, priority {priority}, usage - request {-negative_excess})"
+
+
+def expected_evictions(pods: Iterable[Any], usage: Mapping[str, int], available: int, threshold: int) -> list[str]:
+    """The pods the kubelet evicts for a hard memory.available `threshold`, in order.
+
+    `pods` are the active pods (critical ones included), `usage` their working sets, `available`
+    the signal before any eviction. One eviction per synchronize: the first pod in
+    rankMemoryPressure order that evictPod accepts (critical pods are passed over, never
+    evicted), while available < threshold; an evicted pod gives back its working set (what the
+    signal counted for it). Raises ValueError where pressure would end part way through pods
+    that tie in the ranking: which of them the kubelet takes is not defined (sort.Sort is not
+    stable)."""
+    manifests = {_pod_key(m): m for m in (as_manifest(p) for p in pods)}
+    evicted: list[str] = []
+    signal = available
+    for tier in eviction_ranking(manifests.values(), usage):
+        takeable = [key for key in tier if not is_critical_pod(manifests[key])]
+        for i, key in enumerate(takeable):
+            if signal >= threshold:
+                if i:
+                    raise ValueError(f"pressure ends after {i} of the tied pods {takeable}: which ones the kubelet"
+                                     " evicts is not defined")
+                return evicted
+            evicted.append(key)
+            signal += int(usage[key])
+    return evicted
+
+
+def critical_pods_passed_over(pods: Iterable[Any], usage: Mapping[str, int], evicted: Sequence[str]) -> list[str]:
+    """The critical pods rankMemoryPressure puts before the last of `evicted`: the kubelet's loop
+    reaches each of them and evictPod refuses it (a kubelet that evicts critical pods takes one)."""
+    manifests = {_pod_key(m): m for m in (as_manifest(p) for p in pods)}
+    order = [key for tier in eviction_ranking(manifests.values(), usage) for key in tier]
+    if not evicted or evicted[-1] not in order:
+        return []
+    return [key for key in order[:order.index(evicted[-1])] if is_critical_pod(manifests[key])]
+
+
+# The signal itself: the summary's node memory (pkg/kubelet/server/stats/summary.go Get: the "/"
+# cgroup's stats from cAdvisor; pkg/kubelet/eviction/helpers_others.go
+# makeMemoryAvailableSignalObservation reads node.memory.availableBytes). pkg/kubelet/stats/
+# helper.go cadvisorInfoToCPUandMemoryStats: workingSetBytes = cAdvisor's WorkingSet, usageBytes
+# its Usage, availableBytes = info.Spec.Memory.Limit - WorkingSet, where the "/" container's limit
+# is the machine's MemTotal (cadvisor container/raw/handler.go GetSpec, GetMachineMemoryCapacity).
+# cAdvisor (container/libcontainer/handler.go setMemoryStats): WorkingSet = Usage - inactive_file
+# (0 when inactive_file is larger). Usage (opencontainers/cgroups fs2/memory.go statMemory): the
+# cgroup's memory.current; where "/" has none (a host's root cgroup), rootStatsFromMeminfo gives
+# anon + file of the root's memory.stat. On a kind node "/" is the node container's cgroup
+# namespace, which has memory.current. v1.37 HugepageAwareEviction (beta, on by default) then
+# takes the node's hugepages capacity off availableBytes, down to 0 (summary.go adjustForHugePages).
+
+def node_memory_usage(memory_current: int | None, memory_stat: Mapping[str, int]) -> int:
+    """cAdvisor's Usage of "/": memory.current where the root has one, else anon + file."""
+    if memory_current is not None:
+        return int(memory_current)
+    return int(memory_stat["anon"]) + int(memory_stat["file"])
+
+
+def node_working_set(usage: int, memory_stat: Mapping[str, int]) -> int:
+    """cAdvisor's WorkingSet: usage minus inactive_file, never below 0."""
+    inactive = int(memory_stat.get("inactive_file", 0))
+    return 0 if usage < inactive else usage - inactive
+
+
+def hugepage_aware_eviction(kubelet_version: str, feature_gates: Mapping[str, Any] | None = None) -> bool:
+    """Whether the kubelet takes hugepages off node memory.availableBytes: HugepageAwareEviction,
+    beta and on by default from 1.37 (pkg/features/kube_features.go), absent before."""
+    match = re.match(r"v?(\d+)\.(\d+)", kubelet_version)
+    if not match or (int(match.group(1)), int(match.group(2))) < (1, 37):
+        return False
+    return bool((feature_gates or {}).get("HugepageAwareEviction", True))
+
+
+def node_memory_available(capacity: int, working_set: int, hugepage_bytes: int = 0) -> int:
+    """The summary's node availableBytes for a working set: capacity (MemTotal) - working set,
+    then minus the hugepages capacity where HugepageAwareEviction applies (pass 0 otherwise).
+    uint64 arithmetic, as in Go: a working set above capacity wraps around."""
+    available = (capacity - working_set) % 2**64
+    if hugepage_bytes:
+        available = available - hugepage_bytes if available > hugepage_bytes else 0
+    return available

@@ -1,10 +1,13 @@
 """memory.swap.max and memory.max of every container of every pod shape, read inside the
-container, against the oracle for the node's behavior, memory and swap capacity."""
+container, against the oracle for the node's behavior, memory and swap capacity.
+
+Shapes with pod-level resources carry their own minimum kubelet version (PodShape.min_kubernetes):
+their tests skip, saying so, on an older node, and they are not deployed there."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -18,18 +21,27 @@ from workloads.pods import QOS_SHAPES, PodShape, labels
 
 CRITICAL_PRIORITY = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
 
-# Every test here uses the 12 shapes deployed once per behavior (shape_pods): one worker.
+# Every test here uses the shapes deployed once per behavior (shape_pods): one worker.
 pytestmark = pytest.mark.shared_deployment("qos-shapes")
 
 
 @dataclass
 class ShapePods:
-    """All QoS shapes running on one node under one behavior, in one namespace."""
+    """All QoS shapes the node's kubelet supports, running on it under one behavior, in one namespace."""
 
     node: SwapNode
     observer: NodeObserver
     namespace: str
     pods: dict[str, dict[str, Any]]  # shape id -> the pod as the API server returns it
+    built: dict[str, dict[str, Any]] = field(default_factory=dict)  # shape id -> the manifest sent
+    dropped: dict[str, str] = field(default_factory=dict)  # shape id -> why the API server changed it
+
+    def pod(self, shape: PodShape) -> dict[str, Any]:
+        """The shape's pod; a skip where the API server dropped its pod-level resources (the
+        PodLevelResources gate turned off there: the pod would be another shape)."""
+        if shape.id in self.dropped:
+            pytest.skip(self.dropped[shape.id])
+        return self.pods[shape.id]
 
     def read(self, shape: PodShape, container: str, cgroup_file: str) -> str:
         return self.observer.cgroup_value(self.namespace, shape.id, container, cgroup_file)
@@ -61,29 +73,50 @@ def shape_pods(swap_node: SwapNode, shape_pods_cache: dict, request: pytest.Fixt
         namespace = observer.create_namespace(unique_name(f"ksc-shapes-{swap_node.behavior.lower()}"), labels("qos-shapes"))
         deployed = ShapePods(swap_node, observer, namespace, {})
         shape_pods_cache[key] = deployed
-        for shape in QOS_SHAPES:
-            observer.create(shape.manifest(image, namespace, f"qos-shapes-{shape.id}"))
-        for shape in QOS_SHAPES:
+        supported = [s for s in QOS_SHAPES if not s.min_kubernetes or swap_node.kubelet_at_least(s.min_kubernetes)]
+        for shape in supported:
+            deployed.built[shape.id] = shape.manifest(image, namespace, f"qos-shapes-{shape.id}",
+                                                      swap_node.memory_capacity, swap_node.swap_capacity)
+            observer.create(deployed.built[shape.id])
+        for shape in supported:
             deployed.pods[shape.id] = observer.wait_running(namespace, shape.id)
+            if (shape.pod_requests or shape.pod_limits) and not deployed.pods[shape.id]["spec"].get("resources"):
+                deployed.dropped[shape.id] = (f"the API server dropped the pod's spec.resources (PodLevelResources off"
+                                              f" there), so {shape.id} cannot be built on {swap_node.name}")
     return shape_pods_cache[key]
 
 
-SHAPE_IDS = [s.id for s in QOS_SHAPES]
+def _shape_param(shape: PodShape) -> Any:
+    marks = [pytest.mark.min_kubernetes(shape.min_kubernetes)] if shape.min_kubernetes else []
+    return pytest.param(shape, id=shape.id, marks=marks)
 
 
-@pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
+SHAPES = [_shape_param(s) for s in QOS_SHAPES]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 def test_pod_is_the_shape_that_was_built(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape) -> None:
     """Assert what we built before asserting outcomes: upstream once ran every "QoS case" as
     BestEffort because its builder dropped the resources."""
-    pod = shape_pods.pods[shape.id]
+    pod = shape_pods.pod(shape)
     assert pod["status"]["qosClass"] == shape.qos, shape_pods.report(shape)
     assert oracle.qos_class(pod) == shape.qos
     assert pod["spec"].get("priority", 0) == CRITICAL_PRIORITY.get(shape.priority_class or "", 0)
+    # The API server defaulted the pod-level resources as the oracle does (exact values).
+    expected = oracle.defaulted_pod(shape_pods.built[shape.id])["spec"].get("resources")
+    assert _values(pod["spec"].get("resources")) == _values(expected), shape_pods.report(shape)
 
 
-@pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
+def _values(resources: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    from kubernetes.utils import parse_quantity
+
+    return {kind: {name: parse_quantity(v) for name, v in values.items()}
+            for kind, values in (resources or {}).items() if values}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape, record: Recorder) -> None:
-    pod = shape_pods.pods[shape.id]
+    pod = shape_pods.pod(shape)
     mismatches = []
     for container in shape.container_names():
         decision = oracle.decide_swap(
@@ -96,25 +129,28 @@ def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodS
     assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
 
 
-@pytest.mark.parametrize("shape", QOS_SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("shape", SHAPES)
 def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape, record: Recorder) -> None:
-    pod = shape_pods.pods[shape.id]
+    """The container's own memory limit, else the pod-level one (getMemoryLimit), else `max`."""
+    pod = shape_pods.pod(shape)
+    pod_limit = ((pod["spec"].get("resources") or {}).get("limits") or {}).get("memory")
     mismatches = []
     for container in shape.container_names():
         want = oracle.expected_memory_max(pod, container)
         got = shape_pods.read(shape, container, "memory.max")
-        limit = next((c.get("resources", {}).get("limits", {}).get("memory") for c in pod["spec"]["containers"]
-                      if c["name"] == container), None)
-        if not record.check(f"memory.max of {container}", want, got, f"limits.memory {limit or 'none'}"):
-            mismatches.append(f"{container}: memory.max reads {got}, expected {want}")
+        limit = (oracle.find_container(pod, container).get("resources", {}).get("limits") or {}).get("memory")
+        inputs = f"limits.memory {limit or 'none'}" + (f", pod-level limits.memory {pod_limit}" if pod_limit else "")
+        if not record.check(f"memory.max of {container}", want, got, inputs):
+            mismatches.append(f"{container}: memory.max reads {got}, expected {want} ({inputs})")
     assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
 
 
 def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode) -> None:
     """Guard against a suite that passes by accident: under LimitedSwap at least one container
     must have a non-zero expected swap limit, or the cgroup tests above prove nothing."""
+    memory, swap = limited_swap_node.memory_capacity, limited_swap_node.swap_capacity
     expected = [
-        oracle.expected_swap_max("LimitedSwap", shape.manifest("x", "ns", "t"), c, limited_swap_node.memory_capacity, limited_swap_node.swap_capacity)
+        oracle.expected_swap_max("LimitedSwap", shape.manifest("x", "ns", "t", memory, swap), c, memory, swap)
         for shape in QOS_SHAPES
         for c in shape.container_names()
     ]

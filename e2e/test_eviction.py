@@ -1,13 +1,17 @@
 """A node under memory pressure: the kubelet evicts pods in the order its ranking decides,
-says why, never takes a critical pod, and keeps pods within their request while one above its
-request remains. Under LimitedSwap a memory hog is swapping when pressure begins (swap does not
-count in the signal); under NoSwap the same Burstable pods never touch swap.
+says why, passes over critical pods when its ranking reaches them, keeps pods within their
+request while one above its request remains, and stops when the pressure is over. Under
+LimitedSwap a memory hog is swapping when pressure begins (swap does not count in the signal);
+under NoSwap the same Burstable pods never touch swap.
 
 The pressure comes from the threshold, not from exhausting the node: every pod is deployed
-and holding first; then evictionHard memory.available is set just above what the node has
-available then (through the provider, confirmed by /configz, restored afterwards), so that
-evicting every pod ranked before the hog cannot end the pressure and evicting the hog does.
-The same test therefore means the same on a 4 GiB VM and on a large host."""
+and holding first; the signal the kubelet will act on (/stats/summary node memory) is checked
+against the node's own cgroup files; then evictionHard memory.available is set (through the
+provider, confirmed by /configz, restored afterwards) so that evicting every pod ranked before
+the hog and the hog cannot end the pressure, the critical pods ranked next must be passed over,
+and evicting the pod after them (the within-request pod) does end it (e2e/eviction.py
+plan_pressure, from the oracle's ranking). The same test therefore means the same on a 4 GiB
+VM and on a large host."""
 
 from __future__ import annotations
 
@@ -20,17 +24,31 @@ import pytest
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace, observer_of
-from e2e.eviction import EvictionWatch, Moment, account
+from e2e.eviction import (
+    DesignError,
+    EvictionWatch,
+    Moment,
+    PressurePlan,
+    account,
+    check_node_memory_signal,
+    extra_evictions,
+    plan_pressure,
+    room_needed,
+)
+from e2e.gate import could_not_test
+from e2e.nodefiles import NodeFiles
 from e2e.observe import unique_name, wait_for
 from workloads.pods import GUARANTEED, Mi, alloc_command, stress_pod
 
 PRIORITIES = {"low": -10, "high": 10}  # this run's PriorityClasses
-HOG_REQUEST, HOG_LIMIT = 128 * Mi, 256 * Mi  # small enough that its threshold leaves room on a kind node (below)
+HOG_REQUEST, HOG_LIMIT = 128 * Mi, 256 * Mi  # a swap share of at least 32 MiB on the suite's nodes (hog_allocation)
 WATCH_SECONDS = 900
+FIRST_EVICTION_SECONDS = 240  # the kubelet restarts with the threshold, then synchronizes every 10 s
 POLL_SECONDS = 2
 SETTLE_SECONDS = 180
 TAINT_SECONDS = 60
-QUIET_SECONDS = 60  # pressure over: no eviction for this long and no MemoryPressure (30 s transition)  # the vm provider keeps MemoryPressure 30 s after the signal clears
+QUIET_SECONDS = 60  # pressure over: no eviction for this long and no MemoryPressure (kept 30 s after the signal clears)
+ROOM_MARGIN = 64 * Mi  # allocatable left beyond the pods' requests once the threshold is set
 
 
 @dataclass(frozen=True)
@@ -43,17 +61,20 @@ class Designed:
 
 
 # Far apart in every key the ranking uses, so the expected order does not hang on a few KiB.
-# The hog is the last pod above its request (highest priority among them): pressure lasts until
-# it is evicted, and ends with it. (A container whose memory request equals its limit gets no
-# swap, so a swapping hog cannot stay within its request.)
+# The hog is the last pod above its request the kubelet may evict (highest priority among them);
+# after it the ranking reaches the critical pods (above their requests, priority >= 2000000000:
+# evictPod refuses them) and then the within-request pods: "within" first (usage - request about
+# -9 MiB, against about -30 MiB for "guaranteed"). Pressure lasts until "within" is evicted and
+# ends with it: half its working set (about 75 MiB) is the margin either side. (A container whose
+# memory request equals its limit gets no swap, so a swapping hog cannot stay within its request.)
 DESIGNED = (
     Designed("low-big", 32 * Mi, None, 96 * Mi, "low"),      # above request, priority -10, +64 MiB
     Designed("low-small", 32 * Mi, None, 64 * Mi, "low"),    # above request, priority -10, +32 MiB
     Designed("above", 32 * Mi, None, 80 * Mi),               # above request, priority 0, +48 MiB
     Designed("hog", HOG_REQUEST, HOG_LIMIT, 0, "high"),      # above request, priority 10; swaps (LimitedSwap)
-    Designed("critical", 32 * Mi, None, 96 * Mi, "system-node-critical"),  # above, but never evicted
-    Designed("within", 64 * Mi, None, 48 * Mi),              # within its request, priority 0
-    Designed("guaranteed", 64 * Mi, 64 * Mi, 32 * Mi),       # Guaranteed, within its limit, priority 0
+    Designed("critical", 32 * Mi, None, 96 * Mi, "system-node-critical"),  # above, ranked next, never evicted
+    Designed("within", 160 * Mi, None, 148 * Mi),            # within its request, priority 0: evicted last
+    Designed("guaranteed", 64 * Mi, 64 * Mi, 32 * Mi),       # Guaranteed, within its limit, priority 0: stays
 )
 
 
@@ -62,7 +83,7 @@ def priority_classes(swap_node: SwapNode, swap_provider: Provider) -> Iterator[d
     from kubernetes import client
 
     if not swap_provider.sets_eviction_thresholds:
-        yield {}  # the test skips
+        yield {}  # the test could not test
         return
     api = client.SchedulingV1Api(observer_of(swap_node).api)
     names = {}
@@ -108,66 +129,140 @@ def deploy_designed(ws: Workspace, classes: dict[str, str]) -> list[str]:
     return [f"{ws.namespace}/{d.name}" for d in DESIGNED]
 
 
-def settled_moment(watch: EvictionWatch, ws: Workspace) -> Moment:
-    """The first look whose /stats/summary shows every pod holding what it allocated: the
-    summary is refreshed every 10-15 s, and a stale one ranks a pod by its usage before it
-    filled (seen: a hog ranked within its request)."""
+def holding(ws: Workspace) -> dict[str, int]:
+    """What /stats/summary must show each designed pod holding once it has filled. The hog holds
+    at most its limit in RAM (the rest, under LimitedSwap, is in swap)."""
     needs = {f"{ws.namespace}/{d.name}": allocation(d, ws.node) for d in DESIGNED}
-    # The hog holds at most its limit in RAM (the rest, under LimitedSwap, is in swap).
     needs[f"{ws.namespace}/hog"] = HOG_REQUEST + (min(needs[f"{ws.namespace}/hog"], HOG_LIMIT) - HOG_REQUEST) // 2
+    return needs
+
+
+def settled_moment(watch: EvictionWatch, needs: dict[str, int]) -> Moment:
+    """The first look whose /stats/summary shows every pod holding what it allocated, and a node
+    sample taken since: the summary is refreshed every 10-15 s, container by container, and a
+    stale one ranks a pod by its usage before it filled (seen: a hog ranked within its request),
+    or gives the node's available memory from before a pod filled (the threshold would then be
+    too high by what that pod holds). A node sample that changed after a look showed every pod
+    holding was taken after they all held."""
     seen: dict[str, int | None] = {}
+    full: list[Moment] = []
 
     def probe() -> Moment | None:
         moment = watch.poll()
         seen.update({k: moment.working_set.get(k) for k in needs})
-        return moment if all((moment.working_set.get(k) or 0) >= need for k, need in needs.items()) else None
+        if not all((moment.working_set.get(k) or 0) >= need for k, need in needs.items()):
+            return None
+        if not full:
+            full.append(moment)
+            return None
+        return moment if moment.node_memory != full[0].node_memory else None
 
-    return wait_for("/stats/summary to show every pod's allocation", probe, SETTLE_SECONDS,
-                    lambda: f"working sets {seen}, at least {needs}")
+    return wait_for("/stats/summary to show every pod's allocation, and a node sample since", probe, SETTLE_SECONDS,
+                    lambda: f"working sets {seen}, at least {needs}; node memory"
+                            f" {full[0].node_memory if full else 'not looked at yet'}")
+
+
+def kubelet_config(ws: Workspace) -> dict:
+    import json
+
+    body = json.loads(ws.observer.node_proxy("configz"))
+    return body.get("kubeletconfig", body)
+
+
+def hugepages_taken_off(ws: Workspace, config: dict) -> int:
+    """The hugepages capacity the kubelet takes off node availableBytes (0 where it does not)."""
+    if not oracle.hugepage_aware_eviction(ws.node.kubelet_version, config.get("featureGates")):
+        return 0
+    capacity = (ws.observer.node_status().get("status") or {}).get("capacity") or {}
+    return sum(oracle.quantity_bytes(v) for k, v in capacity.items() if k.startswith("hugepages-"))
+
+
+def reserved_memory(config: dict) -> int:
+    """kubeReserved + systemReserved memory: with the hard threshold, what allocatable leaves out."""
+    return sum(oracle.quantity_bytes((config.get(k) or {}).get("memory") or 0) for k in ("kubeReserved", "systemReserved"))
+
+
+def plan_at(settled: Moment, hog: str) -> PressurePlan:
+    try:
+        return plan_pressure(list(settled.pods.values()), settled.working_set, settled.node_available, hog)
+    except DesignError as error:
+        pytest.fail(f"this node's pods do not allow the planned pressure episode: {error}; working sets"
+                    f" {settled.working_set}, node available {settled.node_available}", pytrace=False)
 
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 @pytest.mark.runs_alone("drives the node into memory pressure and restarts its kubelet")
 def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_provider: Provider,
                                                        workspace: Callable[[SwapNode], Workspace],
-                                                       priority_classes: dict[str, str]) -> None:
+                                                       priority_classes: dict[str, str],
+                                                       request: pytest.FixtureRequest) -> None:
     if not swap_provider.sets_eviction_thresholds:
-        # Eviction is not among the gate's core checks (e2e/verdict.py): where a provider cannot
-        # reconfigure a kubelet for one test (existing: not the suite's cluster), this is a skip
-        # with that reason, before anything is deployed.
-        pytest.skip(f"the {swap_provider.name} provider cannot set a kubelet's eviction thresholds for one test")
+        # A required check of the gate (e2e/verdict.py): where a provider cannot reconfigure a
+        # kubelet for one test (existing: not the suite's cluster) it could not be tested: a skip
+        # saying so, a failure under --gate.
+        could_not_test(request.config, f"the {swap_provider.name} provider cannot set a kubelet's eviction"
+                       " thresholds for one test", swap_node.behavior)
     ws = workspace(swap_node)
+    reader = NodeFiles.on(ws, swap_node.name, name="node-reader", critical=True)
     designed = deploy_designed(ws, priority_classes)
     hog = f"{ws.namespace}/hog"
     watch = EvictionWatch(ws.observer)
-    settled = settled_moment(watch, ws)
-    candidates = oracle.eviction_candidates(p for k, p in settled.pods.items() if k in settled.working_set)
-    tiers = oracle.eviction_ranking(candidates, settled.working_set)
-    hog_tier = next(i for i, tier in enumerate(tiers) if hog in tier)
-    before_hog = [k for tier in tiers[:hog_tier] for k in tier]
-    # Evicting everything ranked before the hog leaves the node short of the threshold by half
-    # the hog's working set; evicting the hog puts it above by as much.
-    threshold = settled.node_available + sum(settled.working_set[k] for k in before_hog) + settled.working_set[hog] // 2
+    needs = holding(ws)
+    settled = settled_moment(watch, needs)
+
+    # The signal the plan rests on, against what the node really has: an inflated availableBytes
+    # would make the threshold meaningless (it used to make it "not fit", a skip).
+    config = kubelet_config(ws)
+    signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
+    assert ws.record.check("/stats/summary node memory against the node's cgroup files", [], signal.problems,
+                           "availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file"), \
+        f"/stats/summary node memory is not what the node has: {signal.problems}\n{signal.describe()}"
+
+    plan = plan_at(settled, hog)
     # A hard threshold is also taken off the node's allocatable, and a restarted kubelet admits
-    # every running pod again against it: refuse a threshold that would reject pods.
+    # every running pod again against it, so it must leave room for every request. A kind node
+    # reports the host's capacity but counts only its own container's usage: its available
+    # memory is most of the host's and a threshold above it leaves little allocatable. There a
+    # critical pod with no request holds the difference: it lowers the signal, so the threshold,
+    # one for one, and the kubelet passes it over like the other critical pods.
+    capacity = swap_node.memory_capacity - reserved_memory(config)
     requested = sum(oracle.pod_memory_request(p) for p in settled.pods.values())
-    if requested > swap_node.memory_capacity - threshold:
-        # Checked before any threshold is set. A kind node reports the host's capacity but
-        # counts only its own container's usage, so its available memory is most of the host's:
-        # a threshold above it leaves little allocatable (the designed requests are kept small
-        # for that: with the within-request pod at 128 MiB a kind node was 4 MB short).
-        pytest.skip(f"the pods on the node request {requested}, more than the {swap_node.memory_capacity - threshold}"
-                    f" allocatable a threshold of {threshold} (the node's available {settled.node_available} plus the"
-                    f" pods ranked before the hog and half the hog) would leave: the kubelet would reject pods on restart")
+    room = room_needed(requested, capacity, plan.threshold, ROOM_MARGIN)
+    if room:
+        ws.deploy_sampled(stress_pod("room", ws.image, ws.namespace, ws.test, alloc_command(room),
+                                     priority_class="system-node-critical"), interval="500ms")
+        ws.running("room")
+        ws.observer.wait_log_line(ws.namespace, "room", "stress", f"holding {room}")
+        designed.append(f"{ws.namespace}/room")
+        settled = settled_moment(watch, {**needs, f"{ws.namespace}/room": room})
+        plan = plan_at(settled, hog)
+        requested = sum(oracle.pod_memory_request(p) for p in settled.pods.values())
+    fits = f"requested {requested}, allocatable {capacity - plan.threshold} (capacity {swap_node.memory_capacity}" \
+           f" - reserved {swap_node.memory_capacity - capacity} - threshold {plan.threshold}), room pod {room}"
+    if requested > capacity - plan.threshold:
+        # Checked before any threshold is set: a failure with the figures, never a skip (an
+        # inflated signal used to end the test here as "does not fit").
+        pytest.fail(f"the threshold would not leave the node's pods their requests: {fits};"
+                    f" {plan.describe(settled.working_set)}", pytrace=False)
+    critical = f"{ws.namespace}/critical"
+    assert ws.record.check("critical pods ranked before the last expected eviction", "includes critical",
+                           plan.passed_over, plan.describe(settled.working_set), ok=critical in plan.passed_over), \
+        "the design does not make the kubelet's ranking reach the critical pod: " + plan.describe(settled.working_set)
 
     try:
-        with swap_provider.eviction_thresholds(swap_node, {"memory.available": str(threshold)}):
-            deadline = time.monotonic() + WATCH_SECONDS
-            while hog not in watch.evicted() and time.monotonic() < deadline and not watch.over(QUIET_SECONDS):
+        with swap_provider.eviction_thresholds(swap_node, {"memory.available": str(plan.threshold)}):
+            began = time.monotonic()
+            deadline = began + WATCH_SECONDS
+            # Until the pressure is over (no eviction for QUIET_SECONDS and no MemoryPressure),
+            # not until the last expected eviction: a kubelet that does not stop is seen.
+            while time.monotonic() < deadline and not watch.over(QUIET_SECONDS):
+                if not watch.evictions and time.monotonic() - began > FIRST_EVICTION_SECONDS:
+                    break  # nothing happens: the checks below say so
                 # Working sets and swap until the first eviction; then quick looks, as the
                 # kubelet evicts the next pod as soon as the last one is cleaned up (seconds).
                 watch.poll(stats=not watch.evictions)
-                time.sleep(POLL_SECONDS if not watch.evictions else 0.2)
+                pending = any(k not in {e.key for e in watch.evictions} for k in plan.expected)
+                time.sleep(0.2 if watch.evictions and pending else POLL_SECONDS)
             # The episode can be over in seconds; the node's condition is posted with its status
             # (every 10 s) and the taint follows it: keep looking a little while for both.
             settle = time.monotonic() + TAINT_SECONDS
@@ -179,34 +274,47 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
 
     series = ws.stop_sampling()
     watch.refresh()
-    context = account(watch, designed, threshold, f"oracle inputs at settle: tiers {tiers}")
+    usage = settled.working_set
+    context = account(watch, designed, plan.threshold, "\n".join([
+        f"oracle inputs at settle: {plan.describe(usage)}", f"fit: {fits}", signal.describe()]))
     evicted = watch.evicted()
     # Usage is constant once every pod holds its allocation: the ranking the kubelet applies at
     # each eviction is the one at settle.
-    problems = oracle.eviction_order_problems(list(settled.pods.values()), settled.working_set, evicted, designed)
+    problems = oracle.eviction_order_problems(list(settled.pods.values()), usage, evicted, designed)
 
     pressure, taint = watch.pressure_seen()
-    assert ws.record.check("MemoryPressure condition and taint seen", "both",
-                           "both" if pressure and taint else f"pressure {pressure}, taint {taint}",
-                           f"threshold {threshold}, available at settle {settled.node_available}"), context
+
+    def verify(name: str, expected: object, observed: object, inputs: str = "", ok: bool | None = None) -> None:
+        assert ws.record.check(name, expected, observed, inputs, ok), \
+            f"{name}: expected {expected}, observed {observed} ({inputs})\n{context}"
+
+    verify("MemoryPressure condition and taint seen", "both", "both" if pressure and taint else f"pressure {pressure},"
+           f" taint {taint}", f"threshold {plan.threshold}, available at settle {settled.node_available}")
+    verify("critical pods evicted", [], [k for k in evicted if k in settled.pods and oracle.is_critical_pod(settled.pods[k])],
+           f"evictPod must pass over {plan.passed_over}")
     mine = [k for k in evicted if k in designed]
-    expected_mine = [k for tier in tiers for k in tier if k in designed and k in before_hog] + [hog]
-    assert ws.record.check("eviction order (this test's pods)", [k.split("/")[1] for k in expected_mine],
-                           [k.split("/")[1] for k in mine], f"tiers {tiers}; working sets {settled.working_set}"), context
-    assert ws.record.check("order problems (every pod)", [], problems, "rankMemoryPressure over active pods"), context
-    assert ws.record.check("what evicted pods say", [], watch.problems_with_evicted_pods(),
-                           "DisruptionTarget/TerminationByKubelet naming memory; Failed: reason Evicted;"
-                           " Succeeded only with exit 0 (kubernetes#120182)"), context
+    expected_mine = [k for k in plan.expected if k in designed]
+    verify("eviction order (this test's pods)", [k.split("/")[1] for k in expected_mine], [k.split("/")[1] for k in mine],
+           f"ranking {plan.ranking}; working sets {usage}")
+    verify("order problems (every pod)", [], problems, "rankMemoryPressure over active pods")
+    verify("evictions beyond the oracle's, until pressure was over", [], extra_evictions(watch.evictions, plan.expected),
+           f"expected {plan.expected}; over: {QUIET_SECONDS}s without an eviction or MemoryPressure")
+    verify("the oracle's evictions that did not happen", [], [k for k in plan.expected if k not in evicted],
+           f"expected {plan.expected}")
+    verify("pressure over after the last expected eviction", True, watch.over(QUIET_SECONDS), f"within {WATCH_SECONDS}s")
+    verify("what evicted pods say", [], watch.problems_with_evicted_pods(),
+           "DisruptionTarget/TerminationByKubelet naming memory; Failed: reason Evicted; Succeeded only with exit 0"
+           " (kubernetes#120182)")
     survivors = [k for k in designed if k not in evicted]
-    assert f"{ws.namespace}/critical" in survivors, context
+    assert critical in survivors, context
     if swap_node.behavior == "LimitedSwap":
         first = watch.before_first_eviction()
-        assert ws.record.check("node swap usage before the first eviction", "> 0", first.node_swap if first else None,
-                               "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap)), context
+        verify("node swap usage before the first eviction", "> 0", first.node_swap if first else None,
+               "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap))
         hog_series = series[("hog", "stress")]
         assert any(s for s in hog_series.swap if s), "the hog never swapped: " + context
     else:
         swapped = {pod: max((s for s in sampled.swap if s is not None), default=None)
                    for (pod, _), sampled in series.items()}
-        assert ws.record.check("memory.swap.current of every pod, every sample", "0 for all", swapped,
-                               "NoSwap: memory.swap.max 0", ok=all(v == 0 for v in swapped.values())), context
+        verify("memory.swap.current of every pod, every sample", "0 for all", swapped, "NoSwap: memory.swap.max 0",
+               ok=all(v == 0 for v in swapped.values()))

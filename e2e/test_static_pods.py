@@ -1,5 +1,11 @@
 """Static pods are critical: their containers get memory.swap.max 0 whatever the behavior.
-They cannot be exec'd into, so a privileged probe pod reads their cgroups from the node."""
+
+The cluster's own static pods (a kubeadm control plane) cannot be exec'd into, so a privileged
+probe pod reads their cgroups from the node. They request no memory, so they get 0 whether or
+not the kubelet counts them as critical: the suite's own static pod (Burstable, request below
+its limit, no priority) is the one that would get swap if the kubelet forgot that every static
+pod is critical. It is placed in the node's staticPodPath (from /configz) by a privileged pod
+and removed when the test ends, whatever happens."""
 
 from __future__ import annotations
 
@@ -7,13 +13,19 @@ import time
 from collections.abc import Callable
 
 import pytest
+import yaml
 
 from clusters.discovery import kubelet_config
 from clusters.behaviors import normalize
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace
-from e2e.nodefiles import NodeFiles
+from e2e.nodefiles import NodeFiles, NodeToolsUnavailable, StaticPodDir
+from e2e.observe import POD_START_SECONDS, wait_for
+from workloads.pods import SUITE_LABEL, static_pod
+
+MIRROR_GONE_SECONDS = 180  # the kubelet kills the static pod and deletes its mirror pod
+
 
 def swap_max_of_running(ws: Workspace, reader: NodeFiles, namespace: str, pod: str, container: str,
                         tries: int = 5) -> tuple[str, str] | None:
@@ -38,8 +50,10 @@ def swap_max_of_running(ws: Workspace, reader: NodeFiles, namespace: str, pod: s
 def test_static_pod_containers_get_no_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     ws = workspace(swap_node)
     # kind keeps static pods on its control-plane node, which runs the same kubelet config.
+    # The cluster's own: not a static pod of the suite's, which another test may be removing.
     by_node = {n: [p for p in ws.observer.pods_on_node(n) if oracle.CONFIG_MIRROR_ANNOTATION in
-                   ((p["metadata"].get("annotations")) or {})] for n in [swap_node.name, *ws.observer.node_names()]}
+                   ((p["metadata"].get("annotations")) or {}) and not _suites(p)]
+               for n in [swap_node.name, *ws.observer.node_names()]}
     node, mirrors = next(((n, ps) for n, ps in by_node.items() if ps), (None, []))
     if not mirrors:
         pytest.skip("no node of this cluster runs static pods (a cluster without a self-hosted control plane)")
@@ -60,3 +74,77 @@ def test_static_pod_containers_get_no_swap(swap_node: SwapNode, workspace: Calla
                                 f"{oracle.readback_swap_max(decision.value)} ({decision}); {path}")
     assert checked, f"no running static pod container on {node}: {[p['metadata']['name'] for p in mirrors]}"
     assert not problems, "\n".join(problems)
+
+
+def _suites(pod: dict) -> bool:
+    return (pod["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") == SUITE_LABEL
+
+
+def _mirror(ws: Workspace, name: str) -> dict | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return ws.observer.pod(ws.namespace, name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
+                                                      workspace: Callable[[SwapNode], Workspace]) -> None:
+    """A Burstable static pod of the suite's own (memory request 64Mi < limit 128Mi, no priority,
+    no priorityClassName), placed in the swap node's staticPodPath: its container reads
+    memory.swap.max 0 under every behavior (types.IsCriticalPod -> IsStaticPod, checked first by
+    GetContainerSwapBehavior) and memory.max its limit. Under LimitedSwap the same pod from the
+    API server would get swap (asserted, so the check can fail)."""
+    ws = workspace(swap_node)
+    config = kubelet_config(ws.observer.api, swap_node.name)
+    behavior = normalize((config.get("memorySwap") or {}).get("swapBehavior") or "")
+    assert behavior == swap_node.behavior, f"{swap_node.name}'s kubelet runs {behavior}"
+    static_pod_path = config.get("staticPodPath") or ""
+    if not static_pod_path:
+        pytest.skip(f"the kubelet of {swap_node.name} reads no static pods (no staticPodPath in its /configz)")
+    name = "ksc-static"
+    manifest = static_pod(name, ws.image, ws.namespace, ws.test)
+    container = manifest["spec"]["containers"][0]["name"]
+    # Were the kubelet to forget that a static pod is critical, it would give this one swap.
+    not_critical = oracle.decide_swap(oracle.LIMITED_SWAP, manifest, container, swap_node.memory_capacity,
+                                      swap_node.swap_capacity)
+    assert not_critical.value > 0 or swap_node.swap_capacity == 0, not_critical
+    file = f"{ws.namespace}.yaml"  # the namespace is unique: a leftover file names its test run
+    try:
+        static_dir = StaticPodDir.on(ws, swap_node.name, static_pod_path, {file: yaml.safe_dump(manifest)})
+    except NodeToolsUnavailable as error:
+        pytest.skip(str(error))
+    mirror_name = f"{name}-{swap_node.name.lower()}"  # pkg/kubelet/config/common.go generatePodName
+    placed = ""
+    try:
+        placed = static_dir.place(file)
+        wait_for(f"the mirror pod {ws.namespace}/{mirror_name} of {placed}", lambda: _mirror(ws, mirror_name),
+                 POD_START_SECONDS)
+        mirror = ws.running(mirror_name)
+        annotations = mirror["metadata"].get("annotations") or {}
+        assert annotations.get(oracle.CONFIG_MIRROR_ANNOTATION) is not None, annotations
+        assert annotations.get(oracle.CONFIG_SOURCE_ANNOTATION) == "file", annotations
+        priority = mirror["spec"].get("priority") or 0
+        assert priority < oracle.SYSTEM_CRITICAL_PRIORITY, f"the mirror pod has priority {priority}: critical by it"
+        decision = oracle.decide_swap(behavior, mirror, container, swap_node.memory_capacity, swap_node.swap_capacity)
+        checks = [("memory.swap.max", oracle.readback_swap_max(decision.value), str(decision)),
+                  ("memory.max", oracle.expected_memory_max(mirror, container), "limits.memory 128Mi")]
+        problems = []
+        for file_name, want, inputs in checks:
+            got = ws.observer.cgroup_value(ws.namespace, mirror_name, container, file_name)
+            if not ws.record.check(f"{file_name} of static pod {mirror_name}/{container}", want, got, inputs):
+                problems.append(f"{file_name} reads {got}, expected {want} ({inputs})")
+        assert decision.value == 0, decision
+        assert not problems, "\n".join(problems) + f"\nmanifest {placed} on {swap_node.name}\n" + ws.explain(mirror_name)
+    finally:
+        try:
+            static_dir.remove(file)  # also when placing failed half-way
+        except Exception as error:
+            raise AssertionError(f"could not remove {file} from {static_pod_path} on {swap_node.name}: remove it by"
+                                 f" hand, or the kubelet keeps running its static pod: {error}") from error
+        if placed:
+            wait_for(f"the mirror pod {ws.namespace}/{mirror_name} to go once {placed} was removed",
+                     lambda: True if _mirror(ws, mirror_name) is None else None, MIRROR_GONE_SECONDS)

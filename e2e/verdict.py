@@ -3,28 +3,57 @@ verdict on it. Pure functions of the results, so every rule is self-tested.
 
 * A behavior is covered by what ran on it: passed / failed / skipped counts, skips grouped by
   reason. Nothing is reported as "tested" before its tests ran.
-* The gate (``--gate``) passes only if every required behavior had each of its core checks
-  pass: at least one test of each core module ran on it and passed, and none of them failed
-  or skipped. Inside the gate a skip is "could not test", whatever its reason.
+* The gate (``--gate``) requires, of every required behavior, every e2e module that has tests
+  for it (REQUIRED_CHECKS: a self-test compares the table with the modules' markers, so a new
+  module or marker cannot leave it stale). A required module fails the gate when no test of it
+  ran, when one failed, or when one skipped, except that:
+  - in the core modules (CORE_CHECKS, and test_workload_controlled_swap under
+    WorkloadControlledSwap) a skip is "could not test", whatever its reason;
+  - elsewhere a skip is accepted only with a reason this module can check: the node fixture's
+    `min_kubernetes`/`min_kernel` skip ("needs kubelet >= 1.33; node N runs v1.32.4", re-checked
+    here: the version it names must really be older), or, on NoSwap and LimitedSwap, the
+    KEP-5359 test's "the API server refuses resources.limits.swap" (raised only after the
+    server's own message named the field as refused). A provider that cannot do what a test needs
+    ("cannot set a kubelet's eviction thresholds") is "could not test": it fails the gate.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clusters.behaviors import ALL_BEHAVIORS, LIMITED_SWAP, NO_SWAP, WORKLOAD_CONTROLLED_SWAP
+from clusters.provider import version_tuple
 
 BEHAVIOR_PROPERTY = "swap_behavior"  # the user property every node fixture records on its test
 
-# The claims a release is gated on (one module each): cgroup limits, memory-backed volumes,
-# stress outcomes, metrics. WorkloadControlledSwap adds its limits.swap module: the shape tests
-# alone expect 0 everywhere there and cannot tell it from NoSwap.
+# The claims a release is gated on whatever the reason a test skipped (one module each): cgroup
+# limits, memory-backed volumes, stress outcomes, metrics. Under WorkloadControlledSwap its
+# limits.swap module is core too: the shape tests alone expect 0 everywhere there and cannot
+# tell it from NoSwap.
 CORE_CHECKS: tuple[str, ...] = ("test_cgroup_limits", "test_memory_backed_volumes", "test_stress_outcomes",
                                 "test_metrics")
-WORKLOAD_CONTROLLED_SWAP_CHECKS: tuple[str, ...] = CORE_CHECKS + ("test_workload_controlled_swap",)
+# Every e2e module with a test for the behavior (its needs_behavior markers and node fixtures;
+# tests/test_gate.py collects e2e/ and compares). WorkloadControlledSwap has no stress, eviction,
+# restart or resize tests: requiring them there would make its gate impossible to pass.
+_EVERYWHERE = ("test_cgroup_limits", "test_memory_backed_volumes", "test_metrics", "test_static_pods",
+               "test_workload_controlled_swap")
+_SWAP_BEHAVIORS = ("test_stress_outcomes", "test_eviction", "test_kubelet_restart", "test_resize")
+REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
+    NO_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS,
+    LIMITED_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS,
+    WORKLOAD_CONTROLLED_SWAP: _EVERYWHERE,
+}
+WORKLOAD_CONTROLLED_SWAP_CHECKS: tuple[str, ...] = REQUIRED_CHECKS[WORKLOAD_CONTROLLED_SWAP]
 DEFAULT_REQUIRED: tuple[str, ...] = (NO_SWAP, LIMITED_SWAP)
+
+# The skip of e2e/test_workload_controlled_swap.py where the API server refuses the field itself
+# (its probe's rejection names only resources.limits/requests[swap] as an invalid resource name).
+NO_LIMITS_SWAP_API = "the API server refuses resources.limits.swap (no KEP-5359)"
+# conftest.py _skip_if_too_old: f"needs {what} >= {version}; node {name} runs {have}"
+_TOO_OLD = re.compile(r"needs (?P<what>kubelet|kernel) >= (?P<needed>\S+); node (?P<node>\S+) runs (?P<have>\S+)")
 
 
 @dataclass(frozen=True)
@@ -55,7 +84,34 @@ def final_results(phases: Iterable[tuple[str, str, str, str, str]]) -> list[Resu
 
 
 def checks_for(behavior: str) -> tuple[str, ...]:
-    return WORKLOAD_CONTROLLED_SWAP_CHECKS if behavior == WORKLOAD_CONTROLLED_SWAP else CORE_CHECKS
+    """Every module the gate requires of `behavior`."""
+    return REQUIRED_CHECKS[behavior]
+
+
+def is_core(behavior: str, module: str) -> bool:
+    """A core check: any skip of it fails the gate."""
+    return module in CORE_CHECKS or (behavior == WORKLOAD_CONTROLLED_SWAP and module == "test_workload_controlled_swap")
+
+
+def too_old(reason: str) -> bool:
+    """The node fixture's min_kubernetes/min_kernel skip, and the node really is older."""
+    match = _TOO_OLD.fullmatch(reason.strip())
+    if not match:
+        return False
+    try:
+        return version_tuple(match["have"]) < version_tuple(match["needed"])
+    except ValueError:
+        return False
+
+
+def accepted_skip(behavior: str, module: str, reason: str) -> bool:
+    """A skip the gate accepts in a required module (module docstring)."""
+    if is_core(behavior, module):
+        return False
+    if too_old(reason):
+        return True
+    return (module == "test_workload_controlled_swap" and behavior != WORKLOAD_CONTROLLED_SWAP
+            and reason.startswith(NO_LIMITS_SWAP_API))
 
 
 def summary_lines(results: Sequence[Result], selected: Sequence[str], nodes: Mapping[str, str],
@@ -85,10 +141,16 @@ def gate_problems(results: Sequence[Result], required: Sequence[str]) -> list[st
         for module in checks_for(behavior):
             mine = [r for r in results if r.behavior == behavior and r.module == module]
             counts = Counter(r.outcome for r in mine)
+            head = f"{behavior}: {module}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
             if not mine:
                 problems.append(f"{behavior}: {module}: no test ran")
-            elif counts["failed"] or counts["skipped"] or not counts["passed"]:
-                reasons = sorted({r.reason for r in mine if r.outcome == "skipped"})
-                problems.append(f"{behavior}: {module}: {counts['passed']} passed, {counts['failed']} failed,"
-                                f" {counts['skipped']} skipped" + (f" ({'; '.join(reasons)})" if reasons else ""))
+            elif is_core(behavior, module):
+                if counts["failed"] or counts["skipped"] or not counts["passed"]:
+                    reasons = sorted({r.reason for r in mine if r.outcome == "skipped"})
+                    problems.append(head + (f" ({'; '.join(reasons)})" if reasons else ""))
+            else:
+                refused = sorted({r.reason for r in mine if r.outcome == "skipped"
+                                  and not accepted_skip(behavior, module, r.reason)})
+                if counts["failed"] or refused:
+                    problems.append(head + (f" (could not test: {'; '.join(refused)})" if refused else ""))
     return problems

@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # --- the rules -------------------------------------------------------------------------------
 
-def passing(behavior: str, modules=verdict.CORE_CHECKS) -> list[Result]:
-    return [Result(f"e2e/{m}.py::test_a[{behavior}]", behavior, "passed") for m in modules]
+def passing(behavior: str, modules: tuple[str, ...] | None = None) -> list[Result]:
+    return [Result(f"e2e/{m}.py::test_a[{behavior}]", behavior, "passed") for m in modules or verdict.checks_for(behavior)]
 
 
 def test_final_result_takes_the_worst_phase() -> None:
@@ -40,11 +40,15 @@ def test_final_result_takes_the_worst_phase() -> None:
     assert results["s[NoSwap]"].reason == "needs kubelet >= 1.34" and results["p[NoSwap]"].module == "test_metrics"
 
 
-def test_gate_passes_only_when_every_core_check_of_every_required_behavior_passed() -> None:
+def test_gate_passes_only_when_every_required_check_of_every_required_behavior_passed() -> None:
     results = passing("NoSwap") + passing("LimitedSwap")
     assert verdict.gate_problems(results, ["NoSwap", "LimitedSwap"]) == []
     assert verdict.gate_problems(passing("NoSwap"), ["NoSwap", "LimitedSwap"]) == [
-        f"LimitedSwap: {m}: no test ran" for m in verdict.CORE_CHECKS]
+        f"LimitedSwap: {m}: no test ran" for m in verdict.checks_for("LimitedSwap")]
+    # the four modules that used to be optional are required now
+    for module in ("test_eviction", "test_kubelet_restart", "test_resize", "test_static_pods"):
+        without = [r for r in passing("NoSwap") if r.module != module]
+        assert verdict.gate_problems(without, ["NoSwap"]) == [f"NoSwap: {module}: no test ran"]
 
 
 def test_inside_the_gate_a_skip_is_not_covered() -> None:
@@ -53,12 +57,102 @@ def test_inside_the_gate_a_skip_is_not_covered() -> None:
         "NoSwap: test_metrics: 1 passed, 0 failed, 1 skipped (needs kubelet >= 1.34)"]
 
 
+def skipped(behavior: str, module: str, reason: str) -> list[Result]:
+    """Every module passing but `module`, whose one test skipped with `reason`."""
+    return [r for r in passing(behavior) if r.module != module] + [
+        Result(f"e2e/{module}.py::test_s[{behavior}]", behavior, "skipped", reason)]
+
+
+@pytest.mark.parametrize(("module", "reason", "accepted"), [
+    # a provider that cannot do what the test needs: could not test
+    ("test_eviction", "the existing provider cannot set a kubelet's eviction thresholds for one test", False),
+    ("test_kubelet_restart", "the existing provider cannot restart a kubelet for one test", False),
+    ("test_static_pods", "no node of this cluster runs static pods (a cluster without a self-hosted control plane)", False),
+    # the node fixture's min_kubernetes / min_kernel skip, re-checked against the versions it names
+    ("test_resize", "needs kubelet >= 1.33; node n1 runs v1.32.4", True),
+    ("test_resize", "needs kubelet >= 1.33; node n1 runs v1.37.1", False),  # not older: a lie
+    ("test_resize", "needs kubelet >= 1.33", False),  # not the fixture's wording: unchecked
+    ("test_eviction", "needs kernel >= 6.4; node n1 runs 6.1.0-18-amd64", True),
+    ("test_eviction", "needs kernel >= 6.4; node n1 runs 6.12.48+deb13-amd64", False),
+    # core modules: no skip is accepted, a checked version reason neither
+    ("test_metrics", "needs kubelet >= 1.34; node n1 runs v1.33.2", False),
+    ("test_stress_outcomes", "needs kernel >= 6.4; node n1 runs 6.1.0-18-amd64", False),
+    # KEP-5359 absent: accepted on NoSwap (the field has nothing to change there)
+    ("test_workload_controlled_swap", verdict.NO_LIMITS_SWAP_API + ': Pod "limits-swap-probe" is invalid: ...', True),
+    ("test_workload_controlled_swap", "the API server refuses the probe for another reason", False),
+])
+def test_a_required_module_accepts_only_checked_skips(module: str, reason: str, accepted: bool) -> None:
+    problems = verdict.gate_problems(skipped("NoSwap", module, reason), ["NoSwap"])
+    if accepted:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].startswith(f"NoSwap: {module}: ") and reason in problems[0], problems
+
+
+def test_a_failure_in_a_required_module_fails_the_gate_even_beside_accepted_skips() -> None:
+    results = skipped("LimitedSwap", "test_resize", "needs kubelet >= 1.33; node n1 runs v1.32.4") + [
+        Result("e2e/test_resize.py::test_t[LimitedSwap]", "LimitedSwap", "failed")]
+    assert verdict.gate_problems(results, ["LimitedSwap"]) == ["LimitedSwap: test_resize: 0 passed, 1 failed, 1 skipped"]
+
+
 def test_a_failure_fails_the_gate_and_workload_controlled_swap_needs_its_own_checks() -> None:
     failed = passing("LimitedSwap") + [Result("e2e/test_cgroup_limits.py::b[LimitedSwap]", "LimitedSwap", "failed")]
     assert verdict.gate_problems(failed, ["LimitedSwap"]) == ["LimitedSwap: test_cgroup_limits: 1 passed, 1 failed, 0 skipped"]
-    wcs = passing("WorkloadControlledSwap")  # the shape tests alone cannot tell it from NoSwap
-    assert verdict.gate_problems(wcs, ["WorkloadControlledSwap"]) == [
+    shapes_only = [r for r in passing("WorkloadControlledSwap") if r.module != "test_workload_controlled_swap"]
+    assert verdict.gate_problems(shapes_only, ["WorkloadControlledSwap"]) == [
         "WorkloadControlledSwap: test_workload_controlled_swap: no test ran"]
+    # there the KEP-5359 skip is "could not test": the behavior has nothing else to prove
+    no_api = skipped("WorkloadControlledSwap", "test_workload_controlled_swap", verdict.NO_LIMITS_SWAP_API + ": x")
+    assert verdict.gate_problems(no_api, ["WorkloadControlledSwap"]) == [
+        f"WorkloadControlledSwap: test_workload_controlled_swap: 0 passed, 0 failed, 1 skipped ({verdict.NO_LIMITS_SWAP_API}: x)"]
+
+
+def test_workload_controlled_swap_can_pass_its_gate() -> None:
+    """It has no stress, eviction, restart or resize tests (needs_behavior): they are not required."""
+    assert verdict.gate_problems(passing("WorkloadControlledSwap"), ["WorkloadControlledSwap"]) == []
+    assert "test_stress_outcomes" not in verdict.checks_for("WorkloadControlledSwap")
+
+
+COLLECTOR = '''
+import json, os
+
+import pytest
+
+NAMED = {"no_swap_node": "NoSwap", "limited_swap_node": "LimitedSwap",
+         "workload_controlled_swap_node": "WorkloadControlledSwap"}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    found = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        behaviors = [callspec.params["swap_node"]] if callspec and "swap_node" in callspec.params else []
+        behaviors += [b for f, b in NAMED.items() if f in item.fixturenames]
+        module = item.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+        for behavior in behaviors:
+            found.setdefault(behavior, set()).add(module)
+    with open(os.environ["KSC_COLLECTED"], "w") as out:
+        json.dump({b: sorted(m) for b, m in found.items()}, out)
+'''
+
+
+def test_required_checks_are_the_modules_with_tests_for_each_behavior(tmp_path: Path) -> None:
+    """REQUIRED_CHECKS against the e2e modules as pytest collects them (needs_behavior markers,
+    node fixtures): a module or marker added or changed without the table fails here."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "ksc_collector.py").write_text(COLLECTOR)
+    out = tmp_path / "collected.json"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "KSC_COLLECTED": str(out)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "e2e", "--collect-only", "-q", "-p", "ksc_collector",
+                           "-p", "no:cacheprovider"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    collected = json.loads(out.read_text())
+    assert collected == {b: sorted(m) for b, m in verdict.REQUIRED_CHECKS.items()}
 
 
 def test_summary_is_derived_from_results() -> None:
@@ -71,7 +165,7 @@ def test_summary_is_derived_from_results() -> None:
                                   {"WorkloadControlledSwap": "needs a KEP-5359 node image"})
     assert lines == [
         "NoSwap: NOT SELECTED",
-        "LimitedSwap: 4 passed, 0 failed, 2 skipped on kind:c/n",
+        f"LimitedSwap: {len(verdict.checks_for('LimitedSwap'))} passed, 0 failed, 2 skipped on kind:c/n",
         "    2 skipped: needs kubelet >= 1.34",
         "WorkloadControlledSwap: NOT COVERED: needs a KEP-5359 node image",
     ]
@@ -119,11 +213,15 @@ def test_old(swap_node):
 '''
 
 
+MODULES = sorted({m for modules in verdict.REQUIRED_CHECKS.values() for m in modules})
+N = len(verdict.checks_for("LimitedSwap"))  # the fake provider offers NoSwap and LimitedSwap, both all modules
+
+
 @pytest.fixture
 def gated_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     pytester.makeconftest((REPO / "conftest.py").read_text())
     pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(fake=FAKE_PROVIDER, **{m: CORE_TEST for m in verdict.CORE_CHECKS})
+    pytester.makepyfile(fake=FAKE_PROVIDER, **{m: CORE_TEST for m in MODULES})
     monkeypatch.setenv("PYTHONPATH", f"{REPO}:{pytester.path}")
     return pytester
 
@@ -137,7 +235,7 @@ def test_gate_passes_a_complete_run(gated_suite: pytest.Pytester) -> None:
     result, out = run(gated_suite, "--gate", "-k", "not old")
     assert result.ret == 0, out
     assert "PASSED: every core check of every required behavior ran and passed" in out
-    assert "NoSwap: 4 passed, 0 failed, 0 skipped on fake:c/node-noswap" in out
+    assert f"NoSwap: {N} passed, 0 failed, 0 skipped on fake:c/node-noswap" in out
 
 
 def test_gate_fails_when_the_selected_tests_all_skip(gated_suite: pytest.Pytester) -> None:
@@ -158,9 +256,45 @@ def test_gate_fails_when_a_required_behavior_was_not_selected(gated_suite: pytes
 def test_without_the_gate_skips_are_reported_not_failed(gated_suite: pytest.Pytester) -> None:
     result, out = run(gated_suite)
     assert result.ret == 0, out
-    assert "LimitedSwap: 4 passed, 0 failed, 4 skipped on fake:c/node-limitedswap" in out
-    assert "4 skipped: needs kubelet >= 9.99; node runs v1.37.1" in out
+    assert f"LimitedSwap: {N} passed, 0 failed, {N} skipped on fake:c/node-limitedswap" in out
+    assert f"{N} skipped: needs kubelet >= 9.99; node runs v1.37.1" in out
     assert "WorkloadControlledSwap: NOT COVERED: a fake cluster has no KEP-5359 build" in out
+
+
+EVICTION_TEST = '''
+import pytest
+from fake import swap_provider  # noqa: F401
+
+@pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+def test_eviction(swap_node, swap_provider):
+    pytest.skip(f"the {swap_provider.name} provider cannot set a kubelet's eviction thresholds for one test")
+'''
+
+RESIZE_TEST = '''
+import pytest
+from fake import swap_provider  # noqa: F401
+
+@pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+@pytest.mark.min_kubernetes("9.99")
+def test_resize(swap_node):
+    pass
+'''
+
+
+def test_gate_fails_when_eviction_could_not_be_tested(gated_suite: pytest.Pytester) -> None:
+    gated_suite.makepyfile(test_eviction=EVICTION_TEST)
+    result, out = run(gated_suite, "--gate", "-k", "not old")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert ("FAILED LimitedSwap: test_eviction: 0 passed, 0 failed, 1 skipped (could not test: the fake provider"
+            " cannot set a kubelet's eviction thresholds for one test)") in out
+
+
+def test_gate_accepts_the_node_fixtures_version_skip_in_a_required_module(gated_suite: pytest.Pytester) -> None:
+    gated_suite.makepyfile(test_resize=RESIZE_TEST)
+    result, out = run(gated_suite, "--gate", "-k", "not old")
+    assert result.ret == 0, out
+    assert "1 skipped: needs kubelet >= 9.99; node node-limitedswap runs v1.37.1" in out
+    assert "PASSED" in out
 
 
 RECORDING_TEST = '''

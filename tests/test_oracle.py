@@ -145,14 +145,32 @@ def test_guaranteed_gives_zero() -> None:
 
 
 def test_guaranteed_by_pod_level_resources_gives_zero_despite_container_request_below_limit() -> None:
-    # The only way a Guaranteed pod has a container with request < limit: pod-level resources.
-    # The QoS exclusion alone must stop swap here (the request == limit rule does not apply).
+    # The only way a Guaranteed pod has a container with request < limit: pod-level resources
+    # with requests == limits. The QoS exclusion alone stops swap (request == limit does not apply).
+    pod_level = {"cpu": "1", "memory": "1Gi"}
+    p = pod(
+        container(requests={"memory": "100Mi"}, limits={"memory": "200Mi"}),
+        resources={"requests": pod_level, "limits": pod_level},
+    )
+    assert oracle.qos_class(p) == "Guaranteed"
+    assert limited(p, MEM, SWAP) == 0
+    del p["spec"]["resources"]  # the same container in a pod without pod-level resources swaps
+    assert limited(p, MEM, SWAP) == 25 * Mi
+
+
+def test_pod_level_limits_alone_make_the_pod_burstable_when_a_container_requests_less() -> None:
+    # With pod-level limits and no pod-level requests, the API server defaults the pod-level
+    # requests to the containers' aggregated requests (v1.37 DefaultPodLevelResources, 1.34-1.36
+    # defaultPodRequests), not to the limits: memory 100Mi < 1Gi, so Burstable, and the container
+    # swaps on its own 100Mi request (8Gi node, 2Gi swap: 25Mi).
     p = pod(
         container(requests={"memory": "100Mi"}, limits={"memory": "200Mi"}),
         resources={"limits": {"cpu": "1", "memory": "1Gi"}},
     )
-    assert oracle.qos_class(p) == "Guaranteed"
-    assert limited(p, MEM, SWAP) == 0
+    resources = oracle.defaulted_pod(p)["spec"]["resources"]
+    assert {k: oracle.quantity_bytes(v) for k, v in resources["requests"].items()} == {"memory": 100 * Mi, "cpu": 1}
+    assert oracle.qos_class(p) == "Burstable"
+    assert limited(p, MEM, SWAP) == 25 * Mi
 
 
 def test_best_effort_gives_zero() -> None:
@@ -203,10 +221,15 @@ def test_init_container_and_sidecar_looked_up_by_name() -> None:
         limited(p, MEM, SWAP, "nope")
 
 
-def test_status_qos_class_is_ignored() -> None:
-    # A pod whose status claims Guaranteed but whose spec is Burstable must still swap.
+def test_the_kubelet_reads_status_qos_class_first() -> None:
+    # GetContainerSwapBehavior calls v1qos.GetPodQOS: status.qosClass when set (the API server
+    # wrote it at creation), ComputePodQOS only without one (a static pod read from its file).
+    # qos_class is ComputePodQOS on the spec, so a test can compare it with the API server's.
     p = burstable("1Gi", "2Gi", status_qos="Guaranteed")
-    assert limited(p, MEM, SWAP) == 256 * Mi
+    assert oracle.qos_class(p) == "Burstable" and oracle.pod_qos(p) == "Guaranteed"
+    assert limited(p, MEM, SWAP) == 0
+    assert limited(burstable("1Gi", "2Gi", status_qos="Burstable"), MEM, SWAP) == 256 * Mi
+    assert limited(burstable("1Gi", "2Gi"), MEM, SWAP) == 256 * Mi  # no status: computed
 
 
 def test_unknown_behavior_rejected() -> None:
@@ -288,7 +311,12 @@ def test_swap_limit_has_no_effect_elsewhere(behavior: str) -> None:
         (pod(container("a", limits={"cpu": "1", "memory": "1Gi"}), init=[container("i")]), "Burstable"),
         (pod(container("a", limits={"cpu": "1", "memory": "1Gi"}), init=[container("i", limits={"cpu": "1", "memory": "1Gi"})]), "Guaranteed"),
         (pod(container(), resources={"limits": {"cpu": "1", "memory": "1Gi"}}), "Guaranteed"),
-        (pod(container(limits={"cpu": "1", "memory": "1Gi"}), resources={"requests": {"memory": "1Gi"}}), "Burstable"),
+        # v1.37 defaults the pod-level cpu request (the container's) and both pod-level limits
+        # (every container limits them): Guaranteed. 1.34-1.36 left it Burstable (below).
+        (pod(container(limits={"cpu": "1", "memory": "1Gi"}), resources={"requests": {"memory": "1Gi"}}), "Guaranteed"),
+        (pod(container(requests={"cpu": "1", "memory": "1Gi"}), resources={"requests": {"memory": "1Gi"}}), "Burstable"),
+        (pod(container(), resources={"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}), "Burstable"),
+        (pod(container(), resources={"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}), "Burstable"),
     ],
     ids=lambda x: x if isinstance(x, str) else "",
 )
@@ -512,3 +540,193 @@ def test_container_swap_behavior_follows_the_limited_swap_exclusions() -> None:
     # a request above the node's memory still runs the LimitedSwap rule (which then writes 0)
     assert oracle.container_swap_behavior(LIMITED_SWAP, pod(container("c", requests={"memory": "1Ei"})), "c") == LIMITED_SWAP
     assert oracle.container_swap_behavior(LIMITED_SWAP, pod(container("c", **BURSTABLE)), "c", cgroup_v2=False) == NO_SWAP
+
+
+# --- pod-level resources (PodLevelResources, beta and on by default since 1.34) -----------------
+
+def rl(cpu: str = "", memory: str = "") -> dict:
+    """getResourceList of the kubelet's tests: an empty string leaves the resource out."""
+    return {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+
+
+def ctr(name: str, requests: dict, limits: dict, sidecar: bool = False) -> dict:
+    return container(name, requests or None, limits or None, **({"restartPolicy": "Always"} if sidecar else {}))
+
+
+# pkg/registry/core/pod/strategy_test.go TestApplyPodLevelResourceDefaults (v1.37.1), the cases with
+# both gates on: (containers, init containers, pod-level requests, limits) -> (requests, limits).
+@pytest.mark.parametrize(("containers", "init", "requests", "limits", "want_requests", "want_limits"), [
+    ([ctr("c1", rl("100m", "128Mi"), rl("200m", "256Mi"))], [], {}, {}, {}, {}),
+    ([ctr("c1", rl("100m", "128Mi"), rl("100m")), ctr("c2", rl("200m", "128Mi"), rl("200m"))], [],
+     rl(memory="256Mi"), {}, rl("300m", "256Mi"), rl("300m")),
+    ([ctr("c1", rl(memory="128Mi"), rl(memory="128Mi")), ctr("c2", rl(memory="128Mi"), rl(memory="128Mi"))], [],
+     rl(memory="256Mi"), {}, rl(memory="256Mi"), rl(memory="256Mi")),
+    ([ctr("c1", rl("5m"), rl("9m")), ctr("c2", rl("6m"), rl("10m"))], [], rl(memory="256Mi"), {},
+     rl("11m", "256Mi"), rl("19m")),
+    ([ctr("c1", rl(memory="128Mi"), rl(memory="256Mi")), ctr("c2", rl(memory="128Mi"), rl(memory="256Mi"))], [],
+     rl("200m"), {}, rl("200m", "256Mi"), rl(memory="512Mi")),
+    ([ctr("c1", {}, rl("100m", "128Mi")), ctr("c2", {}, rl("100m", "128Mi"))], [], rl("200m", "256Mi"), {},
+     rl("200m", "256Mi"), rl("200m", "256Mi")),
+    ([ctr("c1", rl("50m", "64Mi"), rl("100m", "128Mi")), ctr("c2", rl("50m", "64Mi"), {})], [], rl("200m", "256Mi"), {},
+     rl("200m", "256Mi"), {}),
+    ([ctr("c1", rl("100m", "128Mi"), rl("100m", "128Mi")), ctr("c2", rl("100m", "128Mi"), rl("100m", "128Mi"))], [],
+     rl("200m", "256Mi"), rl("200m"), rl("200m", "256Mi"), rl("200m", "256Mi")),
+    ([ctr("c1", rl("100m", "128Mi"), rl("100m", "128Mi")), ctr("c2", rl("80m", "128Mi"), rl("100m", "128Mi"))], [],
+     rl(memory="256Mi"), rl(memory="256Mi"), rl("180m", "256Mi"), rl("200m", "256Mi")),
+    ([ctr("c1", rl("100m", "128Mi"), rl("100m", "128Mi"))], [ctr("init1", rl("200m", "256Mi"), rl("200m", "256Mi"))],
+     rl("200m", "256Mi"), {}, rl("200m", "256Mi"), rl("200m", "256Mi")),
+    ([ctr("c1", rl("100m", "128Mi"), rl("100m", "128Mi"))], [ctr("init1", rl("200m", "256Mi"), {})],
+     rl("200m", "256Mi"), {}, rl("200m", "256Mi"), {}),
+    ([ctr("c1", rl("100m", "128Mi"), rl("100m", "128Mi"))], [ctr("sidecar", rl("50m", "64Mi"), rl("50m", "64Mi"), True)],
+     rl("150m", "192Mi"), {}, rl("150m", "192Mi"), rl("150m", "192Mi")),
+    ([ctr("c1", rl("100m", "128Mi"), rl("100m", "128Mi"))], [], rl("500m", "512Mi"), {},
+     rl("500m", "512Mi"), rl("500m", "512Mi")),
+    ([ctr("c1", rl("100m", "128Mi"), rl("200m", "256Mi"))], [], rl("100m", "128Mi"), {},
+     rl("100m", "128Mi"), rl("200m", "256Mi")),
+    ([ctr("c1", rl("100m", "128Mi"), rl("200m", "256Mi"))], [], {}, rl("500m", "512Mi"),
+     rl("100m", "128Mi"), rl("500m", "512Mi")),
+])
+def test_pod_level_defaulting_kubernetes_vectors(containers: list, init: list, requests: dict, limits: dict,
+                                                 want_requests: dict, want_limits: dict) -> None:
+    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    spec = oracle.defaulted_pod(pod(*containers, init=init, resources=resources))["spec"]
+    got = spec.get("resources") or {}
+
+    def exact(values: dict) -> dict:
+        return {k: oracle._exact(v) for k, v in values.items()}
+
+    assert exact(got.get("requests") or {}) == exact(want_requests)
+    assert exact(got.get("limits") or {}) == exact(want_limits)
+
+
+def test_pod_level_defaulting_before_1_37() -> None:
+    # 1.34-1.36 (SetDefaults_Pod defaultPodRequests): requests from the containers' aggregate and
+    # the limits, only when pod-level limits are set; pod-level limits are never defaulted.
+    requests_only = pod(container(limits={"cpu": "1", "memory": "1Gi"}), resources={"requests": {"memory": "1Gi"}})
+    legacy = oracle.defaulted_pod(requests_only, legacy_pod_level_defaulting=True)["spec"]["resources"]
+    assert legacy == {"requests": {"memory": "1Gi"}}
+    limits_only = pod(ctr("c1", rl("100m", "128Mi"), rl("200m", "256Mi")), resources={"limits": rl("500m", "512Mi")})
+    legacy = oracle.defaulted_pod(limits_only, legacy_pod_level_defaulting=True)["spec"]["resources"]
+    assert {k: oracle._exact(v) for k, v in legacy["requests"].items()} == {"cpu": oracle._exact("100m"),
+                                                                           "memory": 128 * Mi}
+
+
+def test_defaulting_is_idempotent() -> None:
+    p = pod(ctr("c1", rl("100m", "128Mi"), rl("200m", "256Mi")), ctr("c2", rl(memory="150000001"), {}),
+            resources={"limits": rl(memory="512Mi")})
+    once = oracle.defaulted_pod(p)
+    assert oracle.defaulted_pod(once) == once
+
+
+def test_pod_level_resources_set_names_cpu_memory_or_hugepages() -> None:
+    # resourcehelper.IsPodLevelResourcesSet
+    assert oracle.pod_level_resources_set(pod(container(), resources={"limits": {"memory": "1Gi"}}))
+    assert oracle.pod_level_resources_set(pod(container(), resources={"requests": {"hugepages-2Mi": "2Mi"}}))
+    assert not oracle.pod_level_resources_set(pod(container(), resources={"requests": {"example.com/gpu": "1"}}))
+    assert not oracle.pod_level_resources_set(pod(container(), resources={}))
+    assert not oracle.pod_level_resources_set(pod(container()))
+
+
+def test_swap_uses_the_containers_own_request_never_the_pod_level_one() -> None:
+    # ConfigureLimitedSwap: calcSwapForBurstablePods(container.Resources.Requests.Memory().Value(), ...)
+    # pod-level limit 256Mi, container requests 150000001 and 64Mi: pod-level request 217108865.
+    p = pod(container("app", {"memory": "150000001"}), container("capped", {"memory": "64Mi"}, {"memory": "128Mi"}),
+            resources={"limits": {"memory": "256Mi"}})
+    assert oracle.quantity_bytes(oracle.defaulted_pod(p)["spec"]["resources"]["requests"]["memory"]) == 217108865
+    assert oracle.qos_class(p) == "Burstable"
+    assert limited(p, 4 * Gi, 2 * Gi, "app") == 75000000  # 150000001 / 2, truncated
+    assert oracle.readback_swap_max(75000000) == "74997760"
+    assert limited(p, 4 * Gi, 2 * Gi, "capped") == 32 * Mi
+    # the pod-level request would give 108554432, read back 108552192: a different figure
+    assert oracle.readback_swap_max(int(217108865 / (4 * Gi) * (2 * Gi))) == "108552192"
+
+
+def test_containers_without_memory_get_no_swap_from_pod_level_resources() -> None:
+    # GetContainerSwapBehavior: container.Resources.Requests.Memory().IsZero() &&
+    # container.Resources.Limits.Memory().IsZero(): the pod-level request (Burstable) is no container's.
+    p = pod(container("app"), container("helper"), resources={"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}})
+    assert oracle.qos_class(p) == "Burstable"
+    decision = oracle.decide_swap(LIMITED_SWAP, p, "app", 4 * Gi, 2 * Gi)
+    assert decision.value == 0 and decision.rule.startswith("container has no memory request")
+    assert decision.inputs["pod_level"] == {"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    assert limited(p, 4 * Gi, 2 * Gi, "helper") == 0
+
+
+def test_memory_max_falls_back_to_the_pod_level_limit() -> None:
+    # getMemoryLimit: the container's own limit; none -> the pod-level memory limit (if any).
+    p = pod(container("own", {"memory": "64Mi"}, {"memory": "128Mi"}), container("none", {"memory": "64Mi"}),
+            resources={"limits": {"memory": "256Mi"}})
+    assert oracle.expected_memory_max(p, "own") == str(128 * Mi)
+    assert oracle.expected_memory_max(p, "none") == str(256 * Mi)
+    assert oracle.container_memory_limit(p, "none") == 256 * Mi
+    cpu_only = pod(container("none", {"memory": "64Mi"}), resources={"limits": {"cpu": "1"}})
+    assert oracle.expected_memory_max(cpu_only, "none") == "max"  # pod level limits no memory
+    odd = pod(container("none"), resources={"limits": {"memory": "1000000"}})
+    assert oracle.expected_memory_max(odd, "none") == "999424"  # floored to pages like any limit
+    sidecar = pod(container("app"), init=[container("side", restartPolicy="Always")], resources={"limits": {"memory": "1Gi"}})
+    assert oracle.expected_memory_max(sidecar, "side") == str(Gi)
+
+
+# --- requests that are not whole MiB: the float64 product, its truncation, the page floor ----------
+
+def test_odd_request_exact_figures() -> None:
+    # 4 GiB node, 2 GiB swap: 123456789 / 2 = 61728394.5 -> 61728394 -> 15070 pages = 61726720.
+    p = burstable("123456789", "256Mi")
+    assert limited(p, 4 * Gi, 2 * Gi) == 61728394
+    assert oracle.readback_swap_max(61728394) == "61726720"
+    # A MiB-granular formula (117 MiB) would read 61341696; a KiB-granular one 61726720 as well.
+    assert oracle.readback_swap_max(117 * Mi // 2) == "61341696"
+
+
+def test_page_edge_request_exact_figures() -> None:
+    # swap/memory = 1/2: the value is request // 2, one byte short of a page for request = 8192k + 8191.
+    request = oracle.page_edge_request(100_000_000, 4 * Gi, 2 * Gi)
+    assert request == 100007935 == 8192 * 12207 + 8191
+    value = limited(burstable(request), 4 * Gi, 2 * Gi)
+    assert value == 50003967 and oracle.readback_swap_max(value) == "49999872"
+    # rounded to nearest or up (the exact quotient is 50003967.5) it reads a page higher
+    assert oracle.readback_swap_max(round(request / 2 + 0.1)) == "50003968"
+
+
+@settings(max_examples=200, deadline=None)
+@given(mem=st.integers(min_value=512 * Mi, max_value=2**40), swap=st.integers(min_value=64 * Mi, max_value=2**38),
+       near=st.integers(min_value=Mi, max_value=256 * Mi))
+def test_page_edge_request_sits_on_a_page_edge(mem: int, swap: int, near: int) -> None:
+    from fractions import Fraction
+
+    request = oracle.page_edge_request(near, mem, swap)
+    if request == near and (swap % mem == 0):
+        return  # a whole ratio leaves no fraction: nothing to find
+    value = limited(burstable(request), mem, swap)
+    exact = Fraction(request * swap, mem)
+    assert request >= near and value % oracle.PAGE_SIZE == oracle.PAGE_SIZE - 1
+    assert value + Fraction(1, 2) <= exact < value + 1  # rounding or ceiling would cross the page
+    assert int(oracle.readback_swap_max(value)) + oracle.PAGE_SIZE == int(oracle.readback_swap_max(value + 1))
+
+
+def test_page_edge_request_without_swap_is_the_request_asked() -> None:
+    assert oracle.page_edge_request(100_000_000, 4 * Gi, 0) == 100_000_000
+    assert oracle.page_edge_request(100_000_000, Gi, 3 * Gi) == 100_000_000  # whole ratio: no edge
+
+
+# --- the suite's own static pod -----------------------------------------------------------------
+
+def test_a_static_pod_is_critical_whatever_its_priority() -> None:
+    from workloads.pods import static_pod
+
+    manifest = static_pod("ksc-static", "img", "ns", "t")
+    assert "priority" not in manifest["spec"] and "priorityClassName" not in manifest["spec"]
+    assert oracle.qos_class(manifest) == "Burstable"
+    # were it an API pod it would swap: 64Mi of 4Gi, 2Gi swap
+    assert limited(manifest, 4 * Gi, 2 * Gi, "app") == 32 * Mi
+    # as the kubelet reads it from its staticPodPath (config.source "file"): IsStaticPod
+    as_read = {**manifest, "metadata": {**manifest["metadata"], "annotations": {"kubernetes.io/config.source": "file"}}}
+    assert limited(as_read, 4 * Gi, 2 * Gi, "app") == 0
+    # its mirror pod, as the API server returns it (priority 0 from admission)
+    mirror_annotations = {"kubernetes.io/config.source": "file", "kubernetes.io/config.mirror": "abc",
+                          "kubernetes.io/config.hash": "abc"}
+    mirror = {**manifest, "metadata": {**manifest["metadata"], "annotations": mirror_annotations},
+              "spec": {**manifest["spec"], "priority": 0}, "status": {"qosClass": "Burstable"}}
+    decision = oracle.decide_swap(LIMITED_SWAP, mirror, "app", 4 * Gi, 2 * Gi)
+    assert decision.value == 0 and decision.rule.startswith("critical pod")
+    assert oracle.expected_memory_max(mirror, "app") == str(128 * Mi)

@@ -15,19 +15,48 @@ STRESS = "/swapstress"
 
 
 @dataclass(frozen=True)
+class PageEdge:
+    """A memory request picked on the node the pod goes to: the smallest one >= `near` whose
+    LimitedSwap limit is one byte short of a page with the exact quotient half a byte or more
+    above it (e2e.oracle.page_edge_request), so a kubelet that rounds instead of truncating, or
+    aligns up to pages, reads back one page higher. Whole MiB requests never show that."""
+
+    near: int
+
+    def bytes_for(self, node_memory: int, node_swap: int) -> int:
+        from e2e.oracle import page_edge_request  # the kubelet's formula lives in one place
+
+        return page_edge_request(self.near, node_memory, node_swap)
+
+
+NodeSizes = tuple[int, int]  # (status.capacity.memory, swap capacity) of the node a pod goes to
+
+
+def _resolve(resources: dict[str, str | PageEdge], sizes: NodeSizes | None, where: str) -> dict[str, str]:
+    out = {}
+    for name, value in resources.items():
+        if isinstance(value, PageEdge):
+            if sizes is None:
+                raise ValueError(f"{where}: its {name} request is picked on the node: pass the node's memory and swap")
+            value = str(value.bytes_for(*sizes))
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
 class Box:
     """One container's shape: memory/cpu requests and limits, plus how it runs."""
 
     name: str
-    requests: dict[str, str] = field(default_factory=dict)
+    requests: dict[str, str | PageEdge] = field(default_factory=dict)
     limits: dict[str, str] = field(default_factory=dict)
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
     command: tuple[str, ...] = (STRESS, "pause")
 
-    def manifest(self, image: str) -> dict[str, Any]:
+    def manifest(self, image: str, sizes: NodeSizes | None = None) -> dict[str, Any]:
         resources: dict[str, Any] = {}
         if self.requests:
-            resources["requests"] = dict(self.requests)
+            resources["requests"] = _resolve(self.requests, sizes, f"container {self.name}")
         if self.limits:
             resources["limits"] = dict(self.limits)
         container: dict[str, Any] = {
@@ -44,26 +73,39 @@ class Box:
 
 @dataclass(frozen=True)
 class PodShape:
-    """A named pod shape; `qos` is what the API server must derive from it."""
+    """A named pod shape; `qos` is what the API server must derive from it.
+
+    `pod_requests` / `pod_limits` are pod-level resources (spec.resources, PodLevelResources:
+    beta and on by default since 1.34); `min_kubernetes` is the oldest kubelet the shape is
+    deployed on (its tests skip, saying so, on older ones)."""
 
     id: str
     qos: str
     containers: tuple[Box, ...]
     init: tuple[Box, ...] = ()
     priority_class: str | None = None
+    pod_requests: dict[str, str] = field(default_factory=dict)
+    pod_limits: dict[str, str] = field(default_factory=dict)
+    min_kubernetes: str | None = None
 
-    def manifest(self, image: str, namespace: str, test: str) -> dict[str, Any]:
+    def manifest(self, image: str, namespace: str, test: str, node_memory: int | None = None,
+                 node_swap: int | None = None) -> dict[str, Any]:
+        """The pod; a shape with a request picked on the node (PageEdge) needs the node's
+        memory and swap capacity."""
+        sizes = None if node_memory is None or node_swap is None else (node_memory, node_swap)
         spec: dict[str, Any] = {
-            "containers": [c.manifest(image) for c in self.containers],
+            "containers": [c.manifest(image, sizes) for c in self.containers],
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
             "automountServiceAccountToken": False,
         }
         if self.init:
-            spec["initContainers"] = [c.manifest(image) for c in self.init]
+            spec["initContainers"] = [c.manifest(image, sizes) for c in self.init]
             for init in spec["initContainers"]:
                 if "restartPolicy" not in init:  # a plain init container must finish
                     init["command"] = [STRESS, "true"]
+        if self.pod_requests or self.pod_limits:
+            spec["resources"] = {k: dict(v) for k, v in (("requests", self.pod_requests), ("limits", self.pod_limits)) if v}
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
         return {
@@ -77,6 +119,10 @@ class PodShape:
         """Containers whose cgroup can be read while the pod runs (not finished init containers)."""
         return [c.name for c in self.containers] + [c.name for c in self.init if c.restart_policy == "Always"]
 
+    def sized_on_node(self) -> bool:
+        """Whether a request is picked on the node (the manifest needs its memory and swap)."""
+        return any(isinstance(v, PageEdge) for box in self.containers + self.init for v in box.requests.values())
+
 
 def labels(test: str) -> dict[str, str]:
     # Label values are at most 63 characters of [A-Za-z0-9._-].
@@ -89,6 +135,12 @@ MEM_LIM = {"memory": "128Mi"}
 # A Guaranteed pod's CPU limit is a CFS quota that also throttles every exec into it: at 10m
 # one `cat` of a cgroup file took ~30 s on an emulated node.
 GUARANTEED = {"memory": "64Mi", "cpu": "250m"}
+POD_LEVEL = "1.34"  # PodLevelResources: beta and on by default (alpha, off, in 1.32-1.33)
+# Requests that are not whole MiB: LimitedSwap gives them a share that is no whole number of
+# pages, and an odd byte count on a node whose swap is half its memory, so the float64 product,
+# its truncation and the kernel's floor to pages all count in what memory.swap.max reads.
+ODD_REQUEST = "123456789"
+ODD_POD_LEVEL_REQUEST = "150000001"
 
 QOS_SHAPES: tuple[PodShape, ...] = (
     PodShape("best-effort", "BestEffort", (Box("app"),)),
@@ -119,7 +171,69 @@ QOS_SHAPES: tuple[PodShape, ...] = (
     PodShape(
         "system-cluster-critical", "Burstable", (Box("app", MEM_REQ, MEM_LIM),), priority_class="system-cluster-critical"
     ),
+    # Rounding: a request of 123456789 bytes (a MiB-granular formula is off by megabytes), and one
+    # picked on the node so that truncation and rounding read back a page apart.
+    PodShape(
+        "burstable-odd-requests",
+        "Burstable",
+        (Box("odd", {"memory": ODD_REQUEST}, {"memory": "256Mi"}), Box("page-edge", {"memory": PageEdge(100_000_000)})),
+    ),
+    # Pod-level resources. Each shape sets pod-level limits for what it requests at pod level (or
+    # no pod-level request at all), so the API server defaults it the same way in 1.34-1.36
+    # (SetDefaults_Pod defaultPodRequests) as in 1.37 (PrepareForCreate DefaultPodLevelResources).
+    # Guaranteed by its pod-level values while its containers are not: the QoS exclusion alone
+    # keeps swap from "below-limit" and "request-only" (the only shape where it is decisive: every
+    # other Guaranteed container has request == limit, excluded anyway); "request-only" gets the
+    # pod-level limit as memory.max.
+    PodShape(
+        "pod-level-guaranteed",
+        "Guaranteed",
+        (Box("below-limit", MEM_REQ, MEM_LIM), Box("request-only", MEM_REQ)),
+        pod_requests={"cpu": "250m", "memory": "256Mi"},
+        pod_limits={"cpu": "250m", "memory": "256Mi"},
+        min_kubernetes=POD_LEVEL,
+    ),
+    # Burstable by pod-level resources alone: no container requests memory, so none gets swap
+    # (the pod-level request is no container's), and each gets the whole pod-level limit as
+    # memory.max.
+    PodShape(
+        "pod-level-burstable-only",
+        "Burstable",
+        (Box("app"), Box("helper")),
+        pod_requests={"memory": "64Mi"},
+        pod_limits={"memory": "128Mi"},
+        min_kubernetes=POD_LEVEL,
+    ),
+    # Pod-level limit, container requests: the pod-level request defaults to the containers' sum
+    # (Burstable); each container's swap comes from its own request, "app" (no limit of its own)
+    # gets the pod-level limit as memory.max, "capped" keeps its own.
+    PodShape(
+        "pod-level-limits-container-requests",
+        "Burstable",
+        (Box("app", {"memory": ODD_POD_LEVEL_REQUEST}), Box("capped", MEM_REQ, MEM_LIM)),
+        pod_limits={"memory": "256Mi"},
+        min_kubernetes=POD_LEVEL,
+    ),
 )
+
+
+def static_pod(name: str, image: str, namespace: str, test: str) -> dict[str, Any]:
+    """A static pod manifest of the suite's own, for a kubelet's staticPodPath: Burstable, memory
+    request 64Mi below its 128Mi limit, no priority and no priorityClassName. Were it not
+    critical it would get swap under LimitedSwap; the kubelet treats every static pod as critical
+    (types.IsCriticalPod -> IsStaticPod). No service account and no API object reference: a
+    static pod may not have any (pkg/kubelet/config/common.go tryDecodeSinglePod)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels(test)},
+        "spec": {
+            "containers": [Box("app", MEM_REQ, MEM_LIM).manifest(image)],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": False,
+        },
+    }
 
 
 def memory_volumes_pod(image: str, namespace: str, test: str, secret: str, config_map: str) -> dict[str, Any]:

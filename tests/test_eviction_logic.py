@@ -1,0 +1,223 @@
+"""The eviction test's pure logic: the oracle's expected evictions (rankMemoryPressure, evictPod
+passing over critical pods, pressure ending at the threshold), the plan of an episode
+(e2e/eviction.py plan_pressure), and the check of the memory.available signal against the node's
+cgroup files (the kubelet's rule, and the windows a cached summary sample can be judged in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from e2e import oracle
+from e2e.eviction import (
+    MIN_MARGIN,
+    DesignError,
+    Eviction,
+    RootRead,
+    SampleWindow,
+    extra_evictions,
+    node_memory_problems,
+    parse_root_read,
+    plan_pressure,
+    room_needed,
+    sample_windows,
+)
+
+Mi = 1 << 20
+Gi = 1 << 30
+
+
+def pod(name: str, request: int | None = None, limit: int | None = None, priority: int = 0, namespace: str = "ns",
+        annotations: dict[str, str] | None = None, overhead: int | None = None) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if request is not None:
+        resources["requests"] = {"memory": str(request)}
+    if limit is not None:
+        resources["limits"] = {"memory": str(limit)}
+    spec: dict[str, Any] = {"containers": [{"name": "stress", "resources": resources}], "priority": priority}
+    if overhead is not None:
+        spec["overhead"] = {"memory": str(overhead)}
+    return {"metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}}, "spec": spec}
+
+
+NODE_CRITICAL = 2_000_001_000
+# The eviction test's pods as a correct node shows them at settle (working sets a few MiB above
+# what each allocated), and pods of the node itself.
+DESIGNED = [
+    pod("low-big", 32 * Mi, priority=-10), pod("low-small", 32 * Mi, priority=-10), pod("above", 32 * Mi),
+    pod("hog", 128 * Mi, 256 * Mi, priority=10), pod("critical", 32 * Mi, priority=NODE_CRITICAL),
+    pod("within", 160 * Mi), pod("guaranteed", 64 * Mi, 64 * Mi),
+]
+NODE_PODS = [
+    pod("kube-proxy-x", priority=NODE_CRITICAL, namespace="kube-system"),  # BestEffort: above its request (0)
+    pod("coredns-1", 70 * Mi, 170 * Mi, priority=2_000_000_000, namespace="kube-system"),
+    pod("etcd-node", 100 * Mi, namespace="kube-system",  # a mirror pod: critical whatever its priority
+        annotations={oracle.CONFIG_MIRROR_ANNOTATION: "x", oracle.CONFIG_SOURCE_ANNOTATION: "file"}),
+    pod("cgroup-sampler", priority=NODE_CRITICAL),
+]
+USAGE = {"ns/low-big": 99 * Mi, "ns/low-small": 67 * Mi, "ns/above": 83 * Mi, "ns/hog": 255 * Mi,
+         "ns/critical": 99 * Mi, "ns/within": 151 * Mi, "ns/guaranteed": 35 * Mi,
+         "kube-system/kube-proxy-x": 20 * Mi, "kube-system/coredns-1": 15 * Mi, "kube-system/etcd-node": 180 * Mi,
+         "ns/cgroup-sampler": 3 * Mi}
+PODS = DESIGNED + NODE_PODS
+AVAILABLE = 2 * Gi
+
+
+# --- the oracle: which pods, in which order, until when ------------------------------------------
+
+def test_the_plan_evicts_up_to_the_hog_passes_over_critical_pods_and_takes_the_within_request_pod() -> None:
+    plan = plan_pressure(PODS, USAGE, AVAILABLE, "ns/hog")
+    assert plan.expected == ["ns/low-big", "ns/low-small", "ns/above", "ns/hog", "ns/within"]
+    assert plan.threshold == AVAILABLE + (99 + 67 + 83 + 255) * Mi + 151 * Mi // 2
+    # the kubelet's loop reaches these after the hog, before the within-request pod: the etcd
+    # mirror pod (above its request, priority 0), then priority order
+    assert plan.passed_over == ["kube-system/etcd-node", "ns/critical", "kube-system/kube-proxy-x", "ns/cgroup-sampler"]
+    assert plan.next == "ns/within" and "ns/guaranteed" not in plan.expected  # ranked after: -29 MiB vs -9 MiB
+
+
+def test_expected_evictions_stop_as_soon_as_the_signal_reaches_the_threshold() -> None:
+    plan = plan_pressure(PODS, USAGE, AVAILABLE, "ns/hog")
+    before_within = AVAILABLE + (99 + 67 + 83 + 255) * Mi
+    assert oracle.expected_evictions(PODS, USAGE, AVAILABLE, before_within) == plan.expected[:4]
+    assert oracle.expected_evictions(PODS, USAGE, AVAILABLE, before_within + 1) == plan.expected
+    assert oracle.expected_evictions(PODS, USAGE, AVAILABLE, AVAILABLE) == []  # no pressure
+    # pressure that evicting every pod cannot end: every pod but the critical ones, in order
+    everything = oracle.expected_evictions(PODS, USAGE, AVAILABLE, 100 * Gi)
+    assert everything == plan.expected + ["ns/guaranteed"]
+    assert not any(oracle.is_critical_pod(p) for p in PODS if oracle._pod_key(p) in everything)  # noqa: SLF001
+
+
+def test_a_pod_with_system_critical_priority_is_passed_over_like_a_static_one() -> None:
+    pods = [pod("a", 0, priority=2_000_000_000), pod("b", 0, priority=1_999_999_999), pod("c", 0, namespace="x",
+            annotations={oracle.CONFIG_SOURCE_ANNOTATION: "file"})]
+    usage = {"ns/a": 50 * Mi, "ns/b": 10 * Mi, "x/c": 90 * Mi}
+    assert oracle.expected_evictions(pods, usage, 0, 5 * Mi) == ["ns/b"]
+    assert oracle.critical_pods_passed_over(pods, usage, ["ns/b"]) == ["x/c"]  # priority 0 ranks first
+
+
+def test_pressure_ending_inside_a_tie_is_not_a_definite_answer() -> None:
+    tied = [pod("a", 10 * Mi), pod("b", 10 * Mi)]
+    usage = {"ns/a": 30 * Mi, "ns/b": 30 * Mi}
+    with pytest.raises(ValueError, match="tied pods"):
+        oracle.expected_evictions(tied, usage, 0, 10 * Mi)
+    assert oracle.expected_evictions(tied, usage, 0, 60 * Mi) == ["ns/a", "ns/b"]  # both go: order undefined
+
+
+def test_the_request_the_ranking_uses_adds_overhead_only_to_a_non_zero_request() -> None:
+    assert oracle.eviction_memory_request(pod("p", 64 * Mi, overhead=16 * Mi)) == 80 * Mi
+    assert oracle.eviction_memory_request(pod("p", overhead=16 * Mi)) == 0  # GetResourceRequestQuantity
+    assert oracle.pod_memory_request(pod("p", overhead=16 * Mi)) == 16 * Mi  # PodRequests (admission) does add it
+    assert oracle.eviction_memory_request(pod("p", limit=64 * Mi)) == 64 * Mi  # defaulted from the limit
+
+
+def test_a_plan_the_node_does_not_allow_is_a_design_error_with_the_figures() -> None:
+    small = dict(USAGE, **{"ns/within": 2 * MIN_MARGIN - Mi})
+    with pytest.raises(DesignError, match="below the .* margin"):
+        plan_pressure(PODS, small, AVAILABLE, "ns/hog")
+    with pytest.raises(DesignError, match="no pod the kubelet may evict is ranked after the hog"):
+        plan_pressure([p for p in PODS if p["metadata"]["name"] not in ("within", "guaranteed")], USAGE, AVAILABLE, "ns/hog")
+    tie = DESIGNED + [pod("twin", 160 * Mi)]
+    with pytest.raises(DesignError, match="tied"):
+        plan_pressure(tie, dict(USAGE, **{"ns/twin": 151 * Mi}), AVAILABLE, "ns/hog")
+
+
+def test_room_makes_the_threshold_leave_the_requests_allocatable() -> None:
+    assert room_needed(requested=600 * Mi, capacity=8 * Gi, threshold=7 * Gi, margin=64 * Mi) == 0
+    need = room_needed(requested=600 * Mi, capacity=8 * Gi, threshold=8 * Gi - 500 * Mi + 3, margin=64 * Mi)
+    assert need == 165 * Mi  # 164 MiB + 3 bytes short, in whole MiB
+    # holding it lowers the signal, so the re-planned threshold, one for one: now it fits
+    assert room_needed(600 * Mi, 8 * Gi, 8 * Gi - 500 * Mi + 3 - need, 64 * Mi) == 0
+
+
+def test_evictions_beyond_the_plan_are_named_with_their_time() -> None:
+    def e(key: str, t: float) -> Eviction:
+        return Eviction(key, t, "", "Failed", "Evicted", "", {}, [137])
+
+    seen = [e("ns/hog", 10), e("ns/within", 14), e("ns/guaranteed", 25), e("kube-system/kube-proxy-x", 30)]
+    assert extra_evictions(seen, ["ns/hog", "ns/within"]) == [
+        "ns/guaranteed at t=25s (+11s after the last expected eviction)",
+        "kube-system/kube-proxy-x at t=30s (+16s after the last expected eviction)"]
+    assert extra_evictions(seen[:2], ["ns/hog", "ns/within"]) == []
+
+
+# --- the signal -----------------------------------------------------------------------------------
+
+STAT = "anon 1000\nfile 700\nkernel 50\nactive_file 300\ninactive_file 400\nshmem 10\n"
+
+
+def test_the_working_set_is_read_where_cadvisor_reads_it() -> None:
+    host = parse_root_read(STAT, has_current=False)  # a host's root cgroup: anon + file
+    assert (host.usage, host.working_set) == (1700, 1300)
+    kind = parse_root_read("2000\n" + STAT, has_current=True)  # a kind node's cgroup namespace: memory.current
+    assert (kind.usage, kind.working_set) == (2000, 1600)
+    assert oracle.node_working_set(300, {"inactive_file": 400}) == 0  # never below zero
+    with pytest.raises(ValueError, match="memory.current first"):
+        parse_root_read(STAT, has_current=True)
+    with pytest.raises(ValueError, match="inactive_file"):
+        parse_root_read("anon 1\nfile 2\n", has_current=False)
+
+
+def test_available_is_capacity_minus_the_working_set_and_hugepages_from_1_37() -> None:
+    assert oracle.node_memory_available(4 * Gi, Gi) == 3 * Gi
+    assert oracle.node_memory_available(4 * Gi, Gi, 512 * Mi) == 3 * Gi - 512 * Mi
+    assert oracle.node_memory_available(4 * Gi, 4 * Gi - Mi, 512 * Mi) == 0
+    assert oracle.node_memory_available(Gi, Gi + 1) == 2**64 - 1  # uint64, as in Go
+    assert oracle.hugepage_aware_eviction("v1.37.1") and oracle.hugepage_aware_eviction("v1.38.0-alpha.1+patch.ab")
+    assert not oracle.hugepage_aware_eviction("v1.36.3")
+    assert not oracle.hugepage_aware_eviction("v1.37.1", {"HugepageAwareEviction": False})
+
+
+def read(usage: int, inactive: int = 100) -> RootRead:
+    return RootRead(usage, {"inactive_file": inactive})
+
+
+def memory(t: str, usage: int, ws: int, available: int) -> dict[str, Any]:
+    return {"time": t, "usageBytes": usage, "workingSetBytes": ws, "availableBytes": available, "rssBytes": 1}
+
+
+def test_a_new_summary_sample_is_bracketed_by_the_reads_around_the_summaries() -> None:
+    reads = [read(1000), read(1010), read(1020), read(1030), read(1040)]
+    a, b = memory("t1", 990, 890, 9110), memory("t2", 1015, 915, 9085)
+    windows = sample_windows(reads, [a, a, b, b])
+    assert [(w.memory["time"], [r.usage for r in w.reads]) for w in windows] == [("t2", [1010, 1020, 1030])]
+    assert sample_windows(reads[:4], [a, a, a, b]) == []  # no read after the summary with it yet
+    assert sample_windows(reads, [b, b, b, b]) == []  # the first one's sample has no known start
+
+
+CAPACITY = 10_000
+
+
+def test_a_consistent_summary_passes_exactly_or_within_its_window() -> None:
+    same = SampleWindow(memory("t", 1000, 900, CAPACITY - 900), (read(1000), read(1000), read(1000)))
+    assert same.exact and node_memory_problems([same], CAPACITY, 0) == []
+    moving = SampleWindow(memory("t", 1015, 915, CAPACITY - 915), (read(1000), read(1010), read(1030)))
+    assert not moving.exact and node_memory_problems([moving], CAPACITY, 0) == []
+
+
+def test_an_inflated_available_fails_exactly_whatever_the_timing() -> None:
+    inflated = SampleWindow(memory("t", 1015, 915, CAPACITY - 915 + 4096), (read(1000), read(1010), read(1030)))
+    assert node_memory_problems([inflated], CAPACITY, 0) == [
+        f"sample at t: availableBytes {CAPACITY - 915 + 4096} != capacity {CAPACITY} - workingSetBytes 915"
+        f" = {CAPACITY - 915} (+4096)"]
+    hugepages = SampleWindow(memory("t", 1000, 900, CAPACITY - 900), (read(1000),) * 3)
+    assert "- hugepages 512" in node_memory_problems([hugepages], CAPACITY, 512)[0]
+
+
+def test_a_working_set_the_node_never_had_fails() -> None:
+    # a kubelet that also takes active file pages off (or reports RSS): smaller than every read
+    low = SampleWindow(memory("t", 1000, 600, CAPACITY - 600), (read(1000), read(1000), read(1000)))
+    assert node_memory_problems([low], CAPACITY, 0) == ["sample at t: workingSetBytes 600, the node's files = 900"
+                                                        " across the window (-300)"]
+    high = SampleWindow(memory("t", 1031, 931, CAPACITY - 931), (read(1000), read(1010), read(1030)))
+    assert node_memory_problems([high], CAPACITY, 0) == [
+        "sample at t: usageBytes 1031, the node's files in [1000, 1030] across the window (+1)",
+        "sample at t: workingSetBytes 931, the node's files in [900, 930] across the window (+1)"]
+
+
+def test_no_window_or_missing_figures_are_problems() -> None:
+    assert node_memory_problems([], CAPACITY, 0) == [
+        "no new /stats/summary node memory sample came between two reads of the node's files"]
+    bare = SampleWindow({"time": "t", "workingSetBytes": 1}, (read(1000),) * 3)
+    assert node_memory_problems([bare], CAPACITY, 0)[0].startswith("sample at t: node memory without ['usageBytes',"
+                                                                     " 'availableBytes']")

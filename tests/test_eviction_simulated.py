@@ -1,0 +1,307 @@
+"""e2e/test_eviction.py run end to end against a simulated node: a kubelet written here from
+v1.37.1's eviction manager (synchronize: one eviction per pass while available < threshold,
+rankMemoryPressure order, evictPod refusing critical pods; the summary's node memory from the
+root cgroup), and the kubelet mutants the test must catch. What is under test is the test's own
+wiring (the plan, the watch until pressure is over, the signal check, the room pod on a
+kind-like node), not Kubernetes: the real kubelet is the lead's vm run."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from clusters.provider import SwapNode
+from e2e import test_eviction
+from e2e.conftest import Workspace
+from e2e.record import Recorder
+
+Mi = 1 << 20
+Gi = 1 << 30
+PRIORITY = {"ksc-low": -10, "ksc-high": 10, "system-node-critical": 2_000_001_000,
+            "system-cluster-critical": 2_000_000_000}
+OVERHEAD = 3 * Mi  # what a stress container's working set has beyond what it allocated
+FILE, INACTIVE = 600 * Mi, 300 * Mi  # the root's page cache (host), never reclaimed here
+
+
+class Clock:
+    def __init__(self, world: "World"):
+        self.now = time.monotonic()
+        self.start = self.now
+        self.world = world
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.world.tick()
+
+
+class World:
+    """One node, its pods, and its kubelet (`mutant`: None, or how it is broken)."""
+
+    def __init__(self, behavior: str, host: str, mutant: str | None):
+        self.behavior, self.host, self.mutant = behavior, host, mutant
+        self.capacity, self.swap_capacity = (4 * Gi, 2 * Gi) if host == "vm" else (8 * Gi, 4 * Gi)
+        self.base = Gi if host == "vm" else 150 * Mi  # what no pod accounts for (a kind node: its own container)
+        self.clock = Clock(self)
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.ws: dict[str, int] = {}
+        self.swap: dict[str, int] = {}
+        self.threshold: int | None = None
+        self.last_sync = 0.0
+        self.pressure_at: float | None = None
+        self.stopping_done = False
+        self.summaries = 0
+        self.sample: dict[str, Any] = {}
+        self.followed: list[str] = []
+        for name, ns, priority, request, ws, annotations in (
+                ("kube-proxy-x", "kube-system", "system-node-critical", None, 20 * Mi, {}),
+                ("etcd-node", "kube-system", None, 100 * Mi, 180 * Mi,
+                 {"kubernetes.io/config.mirror": "x", "kubernetes.io/config.source": "file"}),
+                ("metrics-server-x", "kube-system", None, 200 * Mi, 20 * Mi, {})):  # ranked last
+            resources = {"requests": {"memory": str(request)}} if request else {}
+            self.create({"metadata": {"name": name, "namespace": ns, "annotations": annotations},
+                         "spec": {"containers": [{"name": "c", "command": ["x"], "resources": resources}],
+                                  **({"priorityClassName": priority} if priority else {})}})
+            self.ws[f"{ns}/{name}"] = ws
+
+    # --- the kubelet ------------------------------------------------------------------------------
+
+    def active(self) -> list[str]:
+        return [k for k, p in self.pods.items() if p["status"]["phase"] == "Running"]
+
+    def node_ws(self) -> int:
+        return self.base + sum(self.ws[k] for k in self.active())
+
+    def available(self) -> int:
+        return self.capacity - self.reported_ws() + (64 * Mi if self.mutant == "inflated-available" else 0)
+
+    def reported_ws(self) -> int:
+        """The node working set the kubelet reports and acts on."""
+        return self.node_ws() - (FILE - INACTIVE if self.mutant == "ws-excludes-active-file" else 0)
+
+    def tick(self) -> None:
+        if self.mutant == "ignores-threshold":
+            return
+        if self.threshold is not None and self.clock.now - self.last_sync >= 10:
+            self.last_sync = self.clock.now
+            self.synchronize()
+
+    def rank(self) -> list[str]:
+        def request(key: str) -> int:
+            return sum(int((c.get("resources") or {}).get("requests", {}).get("memory", 0))
+                       for c in self.pods[key]["spec"]["containers"])
+
+        def key(k: str) -> tuple:
+            return (not self.ws[k] > request(k), self.pods[k]["spec"].get("priority", 0), request(k) - self.ws[k])
+
+        return sorted(self.active(), key=key)
+
+    def critical(self, key: str) -> bool:
+        pod = self.pods[key]
+        return "kubernetes.io/config.mirror" in pod["metadata"].get("annotations", {}) \
+            or pod["spec"].get("priority", 0) >= 2_000_000_000
+
+    def synchronize(self) -> None:
+        if self.available() >= self.threshold:
+            if self.mutant == "does-not-stop" and self.pressure_at is not None and not self.stopping_done:
+                self.stopping_done = True  # one eviction more than the pressure needs: the last ranked pod
+                self.evict([k for k in self.rank() if not self.critical(k)][-1])
+            return
+        self.pressure_at = self.clock.now
+        for key in self.rank():
+            if self.critical(key) and self.mutant == "gives-up-at-critical":
+                return  # a refusal ends the pass: the pods ranked after a critical one are never reached
+            if self.critical(key) and self.mutant != "evicts-critical":
+                continue  # evictPod: "cannot evict a critical pod"
+            self.evict(key)
+            return
+
+    def evict(self, key: str) -> None:
+        pod = self.pods[key]
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_800_000_000 + self.clock.now - self.clock.start))
+        message = "The node was low on resource: memory. Threshold quantity: x, available: y."
+        pod["status"].update(phase="Failed", reason="Evicted", message=message, conditions=[
+            {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": message,
+             "lastTransitionTime": at}])
+        for cs in pod["status"]["containerStatuses"]:
+            cs["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": at}}
+
+    def pressure(self) -> bool:
+        return self.pressure_at is not None and self.clock.now - self.pressure_at < 30
+
+    # --- what the API server and the node's files show --------------------------------------------
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        meta, spec = manifest["metadata"], manifest["spec"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        uid = f"{len(self.pods):08d}-0000-0000-0000-000000000000"
+        if spec.get("priorityClassName"):
+            spec["priority"] = PRIORITY[spec["priorityClassName"]]
+        meta["uid"] = uid
+        manifest["status"] = {"phase": "Running", "containerStatuses": [
+            {"name": c["name"], "containerID": f"containerd://{uid[:8]}{i}", "state": {"running": {}}}
+            for i, c in enumerate(spec["containers"])]}
+        self.pods[key] = manifest
+        command = spec["containers"][0]["command"]
+        target = int(command[command.index("--target") + 1]) if "--target" in command else 0
+        limit = (spec["containers"][0].get("resources") or {}).get("limits", {}).get("memory")
+        ram = target + 2 * Mi + OVERHEAD if not limit else min(target + OVERHEAD, int(limit) - Mi)
+        self.ws[key] = ram
+        self.swap[key] = max(0, target + OVERHEAD - ram) if self.behavior == "LimitedSwap" and limit else 0
+
+    def usage(self) -> int:
+        return self.node_ws() + INACTIVE
+
+    def stat(self) -> str:
+        anon = self.usage() - FILE
+        return f"anon {anon}\nfile {FILE}\nactive_file {FILE - INACTIVE}\ninactive_file {INACTIVE}\n"
+
+    def summary(self) -> dict[str, Any]:
+        self.summaries += 1
+        if self.summaries % 3 == 1:  # cAdvisor's cache: a new sample now and then
+            ws = self.reported_ws()
+            self.sample = {"time": f"t{self.summaries}", "usageBytes": self.usage(), "workingSetBytes": ws,
+                           "availableBytes": self.available(), "rssBytes": self.usage() - FILE}
+        active = self.active()
+        return {"node": {"memory": dict(self.sample), "swap": {"swapUsageBytes": sum(self.swap[k] for k in active)}},
+                "pods": [{"podRef": {"namespace": k.split("/")[0], "name": k.split("/")[1]},
+                          "memory": {"workingSetBytes": self.ws[k]}, "swap": {"swapUsageBytes": self.swap[k]}}
+                         for k in active]}
+
+
+class Response:
+    def __init__(self, data: Any):
+        self.data = json.dumps(data).encode()
+
+
+class FakeObserver:
+    def __init__(self, world: World):
+        self.world = world
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        self.world.create(manifest)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.world.pods[f"{namespace}/{name}"]
+
+    def wait_running(self, namespace: str, name: str, seconds: float = 0) -> dict[str, Any]:
+        return self.pod(namespace, name)
+
+    def wait_log_line(self, namespace: str, pod: str, container: str, prefix: str, seconds: float = 0) -> str:
+        return prefix
+
+    def pods_on_node(self, node: str | None = None) -> list[dict[str, Any]]:
+        self.world.tick()
+        return json.loads(json.dumps(list(self.world.pods.values())))
+
+    def node_status(self) -> dict[str, Any]:
+        w = self.world
+        return {"status": {"capacity": {"memory": str(w.capacity), "hugepages-2Mi": "0"},
+                           "conditions": [{"type": "MemoryPressure", "status": "True" if w.pressure() else "False"}]},
+                "spec": {"taints": [{"key": "node.kubernetes.io/memory-pressure"}] if w.pressure() else []}}
+
+    def node_proxy(self, path: str) -> str:
+        if path == "configz":
+            return json.dumps({"kubeletconfig": {"featureGates": {}}})
+        assert path == "stats/summary", path
+        return json.dumps(self.world.summary())
+
+    def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,)):
+        from e2e.observe import ExecResult
+
+        w = self.world
+        if argv[1] == "fill":
+            path = argv[argv.index("--path") + 1]
+            if not path.endswith("/stop"):
+                w.followed.append(path.rsplit("/pod", 1)[1])
+            return ExecResult("", "")
+        assert argv[1] == "cat", argv
+        out = []
+        for path in argv[2:]:
+            if path.endswith("/memory.current") and w.host == "kind":
+                out.append(f"{w.usage()}\n")
+            elif path.endswith("/memory.current") or path.endswith("/memory.swap.current"):
+                raise AssertionError(f"`cat {path}` exited 1: no such file")  # a host's root cgroup
+            elif path.endswith("/memory.stat"):
+                out.append(w.stat())
+            elif path == "/proc/meminfo":
+                out.append(f"MemTotal: {w.capacity // 1024} kB\nSwapTotal: {w.swap_capacity // 1024} kB\n")
+            elif path.endswith("/samples"):
+                out.append(self.samples())
+            else:
+                raise AssertionError(f"unexpected read {path}")
+        return ExecResult("".join(out), "")
+
+    def samples(self) -> str:
+        lines = []
+        for key, pod in self.world.pods.items():
+            if pod["metadata"]["uid"] not in self.world.followed:
+                continue
+            cid = pod["status"]["containerStatuses"][0]["containerID"].rpartition("://")[2]
+            for ms in (1000, 2000):
+                lines.append(f"sample {ms} cri-containerd-{cid}.scope {self.world.ws[key]} {self.world.swap[key]} max max")
+        return "\n".join(lines + ["stopped reason=asked"]) + "\n"
+
+
+class FakeProvider:
+    name = "fake"
+    sets_eviction_thresholds = True
+
+    def __init__(self, world: World):
+        self.world = world
+
+    @contextmanager
+    def eviction_thresholds(self, node: SwapNode, hard: dict[str, str]):
+        self.world.threshold = int(hard["memory.available"])
+        self.world.last_sync = self.world.clock.now
+        try:
+            yield
+        finally:
+            self.world.threshold = None
+
+
+def run(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch) -> World:
+    world = World(behavior, host, mutant)
+    monkeypatch.setattr(time, "monotonic", world.clock.monotonic)
+    monkeypatch.setattr(time, "sleep", world.clock.sleep)
+    node = SwapNode(behavior, "fake", "c", "kc", "node-1", "v1.37.1", "6.12.0", world.capacity, world.capacity,
+                    world.swap_capacity, True)
+    ws = Workspace(node, FakeObserver(world), "ns", "img", "t", Recorder([]))  # type: ignore[arg-type]
+    test_eviction.test_memory_pressure_evicts_in_the_kubelets_order(
+        node, FakeProvider(world), lambda _: ws, {"low": "ksc-low", "high": "ksc-high"}, None)  # type: ignore[arg-type]
+    return world
+
+
+def evicted(world: World) -> list[str]:
+    return [k for k, p in world.pods.items() if p["status"]["phase"] == "Failed"]
+
+
+@pytest.mark.parametrize("behavior", ["NoSwap", "LimitedSwap"])
+@pytest.mark.parametrize("host", ["vm", "kind"])
+def test_a_correct_kubelet_passes(behavior: str, host: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    world = run(behavior, host, None, monkeypatch)
+    assert sorted(evicted(world)) == sorted(f"ns/{n}" for n in ("low-big", "low-small", "above", "hog", "within"))
+    assert ("ns/room" in world.pods) == (host == "kind")  # a kind-like node needs the room pod; a vm does not
+
+
+@pytest.mark.parametrize(("mutant", "says"), [
+    # the first critical pod the ranking reaches here is the etcd mirror pod (above its request, priority 0)
+    ("evicts-critical", "critical pods evicted: expected [], observed ['kube-system/etcd-node']"),
+    ("gives-up-at-critical", "eviction order (this test's pods): expected ['low-big', 'low-small', 'above', 'hog',"
+                             " 'within'], observed ['low-big', 'low-small']"),
+    ("does-not-stop", "evictions beyond the oracle's, until pressure was over: expected [], observed"
+                      " ['kube-system/metrics-server-x at t="),
+    ("inflated-available", "availableBytes"),
+    ("ignores-threshold", "MemoryPressure condition and taint seen: expected both, observed pressure False"),
+    ("ws-excludes-active-file", "workingSetBytes"),
+])
+def test_a_broken_kubelet_fails(mutant: str, says: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(AssertionError) as failure:
+        run("LimitedSwap", "vm", mutant, monkeypatch)
+    assert says in str(failure.value), str(failure.value)[:3000]

@@ -1,0 +1,77 @@
+"""The KEP-5359 probe's verdict (e2e/test_workload_controlled_swap.py probe_refusal): only an API
+server that refuses the limits.swap field itself means "no KEP-5359" (a skip); any other
+rejection of the probe pod is a failure with the server's message. The Status bodies are shaped
+as v1.37.1's API server writes them (apimachinery pkg/api/errors NewInvalid)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from e2e.test_workload_controlled_swap import probe_refusal
+
+
+def invalid(causes: list[tuple[str, str, str]], name: str = "limits-swap-probe") -> str:
+    """A 422 Status: causes are (reason, field, message)."""
+    text = ", ".join(f"{field}: {message}" for _, field, message in causes)
+    return json.dumps({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f'Pod "{name}" is invalid: ' + (f"[{text}]" if len(causes) > 1 else text),
+        "reason": "Invalid",
+        "details": {"name": name, "kind": "Pod",
+                    "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes]},
+        "code": 422,
+    })
+
+
+C0 = "spec.containers[0].resources"
+TYPE = 'Invalid value: "swap": must be a standard resource type or fully qualified'
+CONTAINERS = 'Invalid value: "swap": must be a standard resource for containers'
+# What v1.37.1 answers for the probe (limits.swap, defaulted into requests.swap): four causes.
+V1_37_1 = invalid([("FieldValueInvalid", f"{C0}.limits[swap]", TYPE), ("FieldValueInvalid", f"{C0}.limits[swap]", CONTAINERS),
+                   ("FieldValueInvalid", f"{C0}.requests[swap]", TYPE),
+                   ("FieldValueInvalid", f"{C0}.requests[swap]", CONTAINERS)])
+
+
+def test_v1_37_1_refusing_the_field_is_no_kep_5359() -> None:
+    verdict = probe_refusal(422, V1_37_1)
+    assert verdict.field_refused
+    assert verdict.message.startswith('HTTP 422 Invalid: Pod "limits-swap-probe" is invalid: [spec.containers[0].resources.limits[swap]:'
+                                      ' Invalid value: "swap": must be a standard resource type or fully qualified')
+
+
+@pytest.mark.parametrize("cause", [
+    ("FieldValueForbidden", f"{C0}.limits[swap]", "Forbidden: swap limits require the WorkloadControlledSwap feature gate"),
+    ("FieldValueNotSupported", f"{C0}.limits[swap]", 'Unsupported value: "swap": supported values: "cpu", "memory"'),
+    ("FieldValueInvalid", "spec.initContainers[1].resources.requests[swap]", CONTAINERS),
+])
+def test_the_field_named_as_forbidden_or_unsupported_is_refused_too(cause: tuple[str, str, str]) -> None:
+    assert probe_refusal(422, invalid([cause])).field_refused
+
+
+@pytest.mark.parametrize(("status", "body", "says"), [
+    # the server knows the field and judges the value: KEP-5359 is there, the probe is wrong
+    (422, invalid([("FieldValueInvalid", f"{C0}.limits[swap]",
+                    'Invalid value: "50331648": must be less than or equal to memory limit')]), "less than or equal"),
+    # the field refused, and something else too: the probe pod is broken
+    (422, invalid([("FieldValueInvalid", f"{C0}.limits[swap]", TYPE),
+                   ("FieldValueRequired", "spec.containers[0].image", "Required value")]), "spec.containers[0].image"),
+    # another resource, same message: not the field
+    (422, invalid([("FieldValueInvalid", f"{C0}.limits[swapp]", 'Invalid value: "swapp": must be a standard'
+                    ' resource for containers')]), "swapp"),
+    # an admission plugin, a quota, a webhook: 403 / 400 / 500
+    (403, json.dumps({"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403,
+                      "message": 'pods "limits-swap-probe" is forbidden: exceeded quota: q, requested: limits.memory=64Mi'}),
+     "exceeded quota"),
+    (400, json.dumps({"kind": "Status", "status": "Failure", "reason": "BadRequest", "code": 400,
+                      "message": 'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular'
+                                 ' expression'}), "cannot be handled as a Pod"),
+    (500, "Internal Server Error", "Internal Server Error"),
+    # a 422 without causes says nothing about which field
+    (422, json.dumps({"kind": "Status", "reason": "Invalid", "code": 422, "message": 'Pod "p" is invalid'}), "is invalid"),
+])
+def test_any_other_rejection_is_not_a_missing_api(status: int, body: str, says: str) -> None:
+    verdict = probe_refusal(status, body)
+    assert not verdict.field_refused
+    assert says in verdict.message and str(status) in verdict.message
