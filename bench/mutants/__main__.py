@@ -135,7 +135,7 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
             out.seconds, out.selection = time.monotonic() - t0, label
             return out
         extra = [*extra, "--reuse-clusters"]
-        label += " (kubelet swapped into the shared VM)"
+        label += " (shared VM)" if patches else " (shared VM, before any mutant)"
     argv = [sys.executable, "-m", "pytest", "e2e", "--provider", provider, "-p", "no:cacheprovider",
             "-v", "--results-dir", str(out_dir), "--junitxml", str(junit), *image_args, *selection, *extra]
     if provider == "vm":
@@ -200,9 +200,33 @@ def main(argv: list[str] | None = None) -> int:
     suite = model.suite_hash(ROOT)
     keep = a.results_dir / "mutants"
     keep.mkdir(parents=True, exist_ok=True)
-    outcomes: list[model.Outcome] = []
     started = time.monotonic()
     shared = SharedVm()
+    # vm: kubelet-only mutants share one VM; the unmodified build runs first on it, before any
+    # mutant's kubelet has touched the node (a fresh VM of the release).
+    share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] for m in mutants)
+
+    baseline = None
+    if not a.no_baseline:
+        exprs = [m.tests for m in mutants]
+        # the baseline runs every test any mutant runs: the full suite if one of them does
+        expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
+        selection, label = _selection(a.k, expr)
+        kept = keep / f"baseline-{_release()}-{a.provider}.json"
+        o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
+        if o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN:
+            _say(f"baseline: the unmodified {_release()} ({label})")
+            if a.provider == "vm" and not share_all:
+                shared.down()
+            o = run_one("baseline", [], None, selection, label, a.provider, keep / f"baseline-{a.provider}",
+                        a.pytest_args, shared if share_all else None)
+            o.suite = suite
+            kept.write_text(o.to_json())
+        else:
+            _say(f"baseline: kept result ({len(o.failed) + len(o.errors)} failed), suite {suite} unchanged")
+        baseline = o
+
+    outcomes: list[model.Outcome] = []
     for i, m in enumerate([] if a.baseline_only else mutants, 1):
         kept = keep / f"{m.name}-{m.content_hash}-{a.provider}.json"
         if kept.exists() and not a.rerun:
@@ -223,23 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
         _say(f"[{i}/{len(mutants)}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
         outcomes.append(o)
-
-    baseline = None
-    if not a.no_baseline:
-        exprs = [m.tests for m in mutants]
-        # the baseline runs every test any mutant ran: the full suite if one of them did
-        expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
-        selection, label = _selection(a.k, expr)
-        kept = keep / f"baseline-{_release()}-{a.provider}.json"
-        o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
-        if o is None or o.suite != suite or o.selection != label or o.verdict == model.NOT_RUN:
-            _say(f"baseline: the unmodified {_release()} ({label}, a fresh VM)")
-            if a.provider == "vm":
-                shared.down()
-            o = run_one("baseline", [], None, selection, label, a.provider, keep / f"baseline-{a.provider}", a.pytest_args)
-            o.suite = suite
-            kept.write_text(o.to_json())
-        baseline = o
+        (a.results_dir / "mutants.md").write_text(model.table(outcomes, baseline, dt.date.today().isoformat()))
 
     if a.provider == "vm":
         shared.down()
