@@ -212,13 +212,18 @@ def main(argv: list[str] | None = None) -> int:
         # the baseline runs every test any mutant runs: the full suite if one of them does
         expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
         selection, label = _selection(a.k, expr)
+        # ... on every behavior any mutant runs on (both where one of them names none)
+        named = [m.behaviors for m in mutants]
+        behaviors = None if (not named or any(b is None for b in named)) else \
+            ",".join(sorted({b.strip() for n in named for b in n.split(",")}))
+        label += f" on {behaviors or 'NoSwap,LimitedSwap'}"
         kept = keep / f"baseline-{_release()}-{a.provider}.json"
         o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
         if o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN:
             _say(f"baseline: the unmodified {_release()} ({label})")
             if a.provider == "vm" and not share_all:
                 shared.down()
-            o = run_one("baseline", [], None, selection, label, a.provider, keep / f"baseline-{a.provider}",
+            o = run_one("baseline", [], behaviors, selection, label, a.provider, keep / f"baseline-{a.provider}",
                         a.pytest_args, shared if share_all else None)
             o.suite = suite
             kept.write_text(o.to_json())
