@@ -149,6 +149,7 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
         assert proc.stdout is not None
         for line in proc.stdout:
             f.write(line)
+            f.flush()  # the log is read while the run goes on
             tail = (tail + [line])[-40:]
             words = line.split()
             if any(w in ("PASSED", "FAILED", "ERROR", "SKIPPED") for w in words[1:3]) and "::" in words[0]:

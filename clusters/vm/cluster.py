@@ -411,6 +411,10 @@ class VmCluster(Guest[VmState]):
             raise VmClusterError("no VM is running (python -m clusters.vm up)")
         bins = _build.build_all(kubernetes, root=self.cache_dir, progress=self.progress)
         data = (bins.kubernetes / "kubelet").read_bytes()
+        rc, out, _ = self.guest_exec(["sha256sum", "/usr/local/bin/kubelet"])
+        if rc == 0 and out.split()[0] == hashlib.sha256(data).hexdigest() and st.k8s_version == bins.k8s_version:
+            self.progress(f"kubelet {bins.k8s_version} already runs on {self.node_name}")
+            return bins.k8s_version
         t0 = time.monotonic()
         chunk = 8 << 20  # the agent's messages are JSON with base64 data: keep each modest
         new = "/usr/local/bin/kubelet.ksc-new"
