@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +87,10 @@ def test_a_server_that_never_answers_is_given_up_on_in_the_stated_time(tmp_path:
         discover(str(kubeconfig), "existing", "c", seconds=6)
     took = time.monotonic() - t0
     assert took < 9, f"a 6 s budget took {took:.0f}s (hidden retries?)"
-    assert f"gave up after {round(took)}s" in str(raised.value) or f"gave up after {int(took)}s" in str(raised.value)
+    # The message states the time discover() itself spent: at least its budget, at most what the
+    # test measured around it (which also covers loading the kubeconfig: a second more on a busy host).
+    said = re.search(r"gave up after (\d+)s", str(raised.value))
+    assert said and 6 <= int(said.group(1)) <= round(took), f"{raised.value} (the test measured {took:.1f}s)"
     assert silent_server.removeprefix("https://") in str(raised.value)
 
 
