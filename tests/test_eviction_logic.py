@@ -209,10 +209,10 @@ def test_a_working_set_the_node_never_had_fails() -> None:
     low = SampleWindow(memory("t", 1000, 600, CAPACITY - 600), (read(1000), read(1000), read(1000)))
     assert node_memory_problems([low], CAPACITY, 0) == ["sample at t: workingSetBytes 600, the node's files = 900"
                                                         " across the window (-300)"]
-    high = SampleWindow(memory("t", 1031, 931, CAPACITY - 931), (read(1000), read(1010), read(1030)))
-    assert node_memory_problems([high], CAPACITY, 0) == [
-        "sample at t: usageBytes 1031, the node's files in [1000, 1030] across the window (+1)",
-        "sample at t: workingSetBytes 931, the node's files in [900, 930] across the window (+1)"]
+    # where the files moved across the window, only the identity is judged: a live node's memory
+    # swings by megabytes both ways between reads (a false alarm on v1.37.1 when this was bounded)
+    moved = SampleWindow(memory("t", 1031, 931, CAPACITY - 931), (read(1000), read(1010), read(1030)))
+    assert node_memory_problems([moved], CAPACITY, 0) == []
 
 
 def test_no_window_or_missing_figures_are_problems() -> None:
