@@ -92,13 +92,12 @@ class VmProvider(Provider):
         checks.append(check_cache_dir())
         if not all(c.ok for c in checks):
             raise PreflightError(checks)
-        if self.kubernetes is not None and self.kubernetes.patches:
-            self._check_patches_apply()
         self._build_kubernetes()
 
     def _build_kubernetes(self) -> None:
-        """Build (or find cached) the node's binaries now: a build that fails is one preflight
-        message naming the compiler's first error, before any VM boots."""
+        """Build (or find cached) the node's binaries now: a patch that does not apply or a build
+        that fails is one preflight message (the hunk, or the compiler's first error), before any
+        VM boots."""
         from clusters.vm import build as vbuild
 
         vm = self.vm()
@@ -107,24 +106,11 @@ class VmProvider(Provider):
         except vbuild.BuildError as error:
             first, _, rest = str(error).partition("\n")
             log = rest.split("\n", 1)[0].removeprefix("log ").removesuffix(", last lines:")
-            raise PreflightError([Check(f"build Kubernetes {vm.kubernetes.describe()}", False, first,
-                                        f"the build's full output: {log}" if log else "")]) from None
-
-    def _check_patches_apply(self) -> None:
-        """Every --k8s-patch applies to the release's source, in order: checked before anything is
-        built or booted (copying the source and patching takes seconds)."""
-        import tempfile
-
-        from clusters.vm import build as vbuild
-        from clusters.vm.k8s_source import SourceError, apply_patches
-
-        with tempfile.TemporaryDirectory(prefix="ksc-patch-check-") as tmp:
-            try:
-                apply_patches(self.kubernetes, Path(tmp) / "tree", vbuild._go_env())  # noqa: SLF001
-            except SourceError as error:
-                raise PreflightError([Check("--k8s-patch", False, str(error),
-                                            "regenerate the patch against this release (git diff in a checkout of"
-                                            f" {self.kubernetes.release})")]) from None
+            # A patch that does not apply fails here too, before anything is compiled (the
+            # patches are applied to a fresh copy of the release's source first).
+            remedy = (f"regenerate the patch against {vm.kubernetes.release} (git diff in a checkout of that tag)"
+                      if first.startswith("--k8s-patch") else f"the build's full output: {log}" if log else "")
+            raise PreflightError([Check(f"build Kubernetes {vm.kubernetes.describe()}", False, first, remedy)]) from None
 
     def node_for(self, behavior: str) -> SwapNode:
         reason = self.coverage([behavior])[behavior]
