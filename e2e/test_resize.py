@@ -51,6 +51,12 @@ def infeasible_count(ws: Workspace) -> float:
     return sample.value if sample else 0.0  # a counter vector shows a label set once it is incremented
 
 
+def container_identity(pod: dict[str, Any]) -> tuple[str | None, int]:
+    """(containerID, restartCount): an in-place resize, carried out or refused, keeps both."""
+    status = pod["status"]["containerStatuses"][0]
+    return status.get("containerID"), status.get("restartCount", 0)
+
+
 def cgroup(ws: Workspace, name: str) -> dict[str, str]:
     return {f: ws.observer.cgroup_value(ws.namespace, name, "stress", f) for f in ("memory.max", "memory.swap.max")}
 
@@ -62,7 +68,7 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     pod = ws.deploy(stress_pod("swapping", ws.image, ws.namespace, ws.test, [STRESS, "pause"], *size.resources()))
-    ws.running("swapping")
+    started = container_identity(ws.running("swapping"))
     before, counted = cgroup(ws, "swapping"), infeasible_count(ws)
     desired = copy.deepcopy(pod)
     desired["spec"]["containers"][0]["resources"]["requests"]["memory"] = str(size.request + STEP)
@@ -85,6 +91,8 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
     assert ws.record.check("allocated memory request", size.request, allocated_request(observed), inputs), context
     assert ws.record.check("cgroup after the refused resize", before, cgroup(ws, "swapping"), inputs), context
     assert before["memory.swap.max"] == oracle.readback_swap_max(size.swap_limit), context  # it does have swap
+    assert ws.record.check("container kept (containerID, restartCount)", started,
+                           container_identity(ws.observer.pod(ws.namespace, "swapping")), inputs), context
     if swap_node.kubelet_at_least("1.34"):  # the counter exists since 1.34
         name, labels = oracle.RESIZE_SWAP_METRIC
         assert ws.record.check(f"{name}{labels} increase", 1, infeasible_count(ws) - counted, inputs), context
@@ -110,7 +118,7 @@ def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: Swa
         requests = limits = {"memory": 64 * Mi, "cpu": GUARANTEED["cpu"]}
         new_request = new_limit = 64 * Mi + STEP
     pod = ws.deploy(stress_pod("resized", ws.image, ws.namespace, ws.test, [STRESS, "pause"], requests, limits))
-    ws.running("resized")
+    started = container_identity(ws.running("resized"))
     desired = copy.deepcopy(pod)
     desired["spec"]["containers"][0]["resources"]["requests"]["memory"] = str(new_request)
     if new_limit is not None:
@@ -129,6 +137,9 @@ def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: Swa
                                                             swap_node.memory_capacity, swap_node.swap_capacity))
     assert ws.record.check("cgroup after the resize", {"memory.max": expected_max, "memory.swap.max": swap},
                            cgroup(ws, "resized"), inputs), context
+    # in place: the very container, not a re-created one that happens to have the new values
+    assert ws.record.check("container kept in place (containerID, restartCount)", started,
+                           container_identity(ws.observer.pod(ws.namespace, "resized")), inputs), context
 
 
 def _decided(ws: Workspace, name: str, generation: int) -> dict[str, Any] | None:
