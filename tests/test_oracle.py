@@ -4,6 +4,7 @@ every exclusion rule, the float64 edge, and properties. No cluster."""
 from __future__ import annotations
 
 from typing import Any
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -689,11 +690,14 @@ def test_page_edge_request_exact_figures() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(mem=st.integers(min_value=512 * Mi, max_value=2**40), swap=st.integers(min_value=64 * Mi, max_value=2**38),
+@given(mem_kib=st.integers(min_value=512 * Ki, max_value=2**30), swap_per_mem=st.fractions(min_value=0, max_value=4),
        near=st.integers(min_value=Mi, max_value=256 * Mi))
-def test_page_edge_request_sits_on_a_page_edge(mem: int, swap: int, near: int) -> None:
+def test_page_edge_request_sits_on_a_page_edge(mem_kib: int, swap_per_mem: Fraction, near: int) -> None:
+    """Nodes as /proc/meminfo reports them (whole KiB), with up to 4 times as much swap as memory."""
     from fractions import Fraction
 
+    mem = mem_kib * Ki
+    swap = max(64 * Mi, int(mem * swap_per_mem) // Ki * Ki)
     request = oracle.page_edge_request(near, mem, swap)
     if request == near and (swap % mem == 0):
         return  # a whole ratio leaves no fraction: nothing to find
@@ -707,6 +711,9 @@ def test_page_edge_request_sits_on_a_page_edge(mem: int, swap: int, near: int) -
 def test_page_edge_request_without_swap_is_the_request_asked() -> None:
     assert oracle.page_edge_request(100_000_000, 4 * Gi, 0) == 100_000_000
     assert oracle.page_edge_request(100_000_000, Gi, 3 * Gi) == 100_000_000  # whole ratio: no edge
+    # a ratio a hair above a multiple of 256: every quotient within the searched pages is a hair
+    # above a multiple of 256 bytes, never half a byte short of a page (hypothesis found it)
+    assert oracle.page_edge_request(Mi, 512 * Mi, 256 * 512 * Mi + Ki) == Mi
 
 
 # --- the suite's own static pod -----------------------------------------------------------------
