@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.behaviors import normalize as normalize_behavior
 
 KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"  # kubeadm's, on the vm node and on kind nodes
@@ -90,7 +91,7 @@ class NodeKubelet(ABC):
     def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
         behavior = normalize_behavior(behavior)
         t0 = time.monotonic()
-        self.change(lambda cfg: cfg.setdefault("memorySwap", {}).update(swapBehavior=behavior),
+        self.change(lambda cfg: switch_behavior(cfg, behavior),
                     lambda live: normalize_behavior(live.get("memorySwap", {}).get("swapBehavior", "")) == behavior,
                     f"swapBehavior -> {behavior}", timeout)
         self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
@@ -108,6 +109,16 @@ class NodeKubelet(ABC):
         finally:
             before = yaml.safe_load(original)
             self.restart_with(original, lambda live: restored(live, before, settings), "eviction thresholds restored")
+
+
+def switch_behavior(cfg: dict[str, Any], behavior: str) -> None:
+    """Set the config's swapBehavior. WorkloadControlledSwap (KEP-5359) also needs its feature
+    gate on the kubelet, which a released kubelet does not know: it is turned on only for that
+    behavior and left on when switching away (the build knows it then, and with it on a NoSwap or
+    LimitedSwap kubelet says in a Pod event that limits.swap has no effect there)."""
+    cfg.setdefault("memorySwap", {})["swapBehavior"] = behavior
+    if behavior == WORKLOAD_CONTROLLED_SWAP:
+        cfg.setdefault("featureGates", {})[WORKLOAD_CONTROLLED_SWAP] = True
 
 
 def shows(live: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:

@@ -34,6 +34,9 @@ class SwapNode:
     swap_capacity: int  # status.nodeInfo.swap.capacity; before 1.33, /stats/summary's node swap limit
     cgroup_v2: bool | None  # None: not known without probing the node
     kubelet_config: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # what the build is when it is not a Kubernetes release or branch, e.g. "KEP-5359 ... prototype
+    # (kep-5359.patch), not upstream Kubernetes": every report and summary line names it
+    build_note: str = ""
 
     def kubelet_at_least(self, version: str) -> bool:
         return version_tuple(self.kubelet_version) >= version_tuple(version)
@@ -45,6 +48,7 @@ class SwapNode:
         return (
             f"{self.provider}:{self.cluster}/{self.name} ({self.behavior}, kubelet {self.kubelet_version},"
             f" kernel {self.kernel}, memory {self.memory_capacity}, swap {self.swap_capacity})"
+            + (f" [{self.build_note}]" if self.build_note else "")
         )
 
 

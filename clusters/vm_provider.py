@@ -9,6 +9,7 @@ behavior must not run while another behavior's tests do: run the vm provider wit
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 import shutil
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -70,9 +71,12 @@ class VmProvider(Provider):
         return self._vm
 
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
+        if self.kubernetes is not None and WORKLOAD_CONTROLLED_SWAP in self.kubernetes.feature_gates:
+            return dict.fromkeys(behaviors)  # a KEP-5359 build (the prototype patch, or a checkout with the gate)
         built = self.kubernetes.describe() if self.kubernetes is not None else \
             f"a released kubelet ({self.options.get('k8s_version', 'default version')})"
-        reason = f"the vm node runs {built}, and the vm provider offers no WorkloadControlledSwap node (KEP-5359)"
+        reason = (f"the vm node runs {built}, which has no {WORKLOAD_CONTROLLED_SWAP} feature gate (KEP-5359):"
+                  " build it with --k8s-patch clusters/prototypes/kep-5359.patch or --k8s-source a KEP-5359 checkout")
         return {b: reason if b == WORKLOAD_CONTROLLED_SWAP else None for b in behaviors}
 
     def preflight(self, behaviors: Sequence[str]) -> None:
@@ -132,7 +136,8 @@ class VmProvider(Provider):
         node = next((n for n in nodes if n.behavior == behavior), None)
         if node is None:
             raise RuntimeError(f"the vm node does not run {behavior} after switching (found: {summary(nodes)})")
-        return node
+        note = self.kubernetes.prototype_note if self.kubernetes is not None else ""
+        return replace(node, build_note=note) if note else node
 
     def _bring_up(self, behavior: str) -> dict[str, Any]:
         vm = self.vm()

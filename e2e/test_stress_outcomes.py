@@ -74,11 +74,13 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
                            f" less a step and overhead)", allocated, inputs, ok=low <= allocated < capacity), context
 
 
-@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.needs_behavior("LimitedSwap", "WorkloadControlledSwap")
 def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     """The allocation that a Burstable pod survives by swapping (test above) kills a
     Guaranteed pod with the same memory limit: it has no swap to spill into, and uses none
-    on the way: memory.swap.current is 0 in every sample until the kill."""
+    on the way: memory.swap.current is 0 in every sample until the kill. Under
+    WorkloadControlledSwap the same (KEP-5359: no limits.swap, no swap); the same pod with
+    limits.swap is test_workload_controlled_swap's."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit // 2

@@ -1,6 +1,9 @@
 """KEP-5359 `resources.limits.swap`: under WorkloadControlledSwap a container's memory.swap.max
 is its own limits.swap, whatever its QoS class; `limits.swap: 0` and no limits.swap both mean
-none. On NoSwap and LimitedSwap nodes the field changes nothing: their own rules decide.
+none. On NoSwap and LimitedSwap nodes the field changes nothing: their own rules decide, and a
+Pod event says the field has no effect there. Under stress, a Guaranteed pod with limits.swap
+swaps past its memory limit up to its swap limit and is OOM-killed only there (the one without
+it: test_stress_outcomes.test_guaranteed_pod_never_swaps, also run under WorkloadControlledSwap).
 
 The shape tests expect 0 everywhere under WorkloadControlledSwap and so cannot tell it from
 NoSwap; these can. They need an API server that accepts limits.swap (not merged upstream yet):
@@ -23,8 +26,10 @@ from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace
 from e2e.gate import could_not_test
+from e2e.observe import wait_for
+from e2e.test_stress_outcomes import OVERHEAD_BOUND, STEP, allocated_before_kill
 from e2e.verdict import NO_LIMITS_SWAP_API
-from workloads.pods import GUARANTEED, Mi, guaranteed_swap_pod, stress_pod
+from workloads.pods import GUARANTEED, STRESS, Mi, alloc_command, guaranteed_swap_pod, stress_pod
 
 SWAP = 48 * Mi
 MEMORY = 64 * Mi
@@ -44,6 +49,11 @@ def _burstable_with_swap(ws: Workspace, name: str) -> dict[str, Any]:
     return pod
 
 
+def _best_effort_with_swap(ws: Workspace, name: str) -> dict[str, Any]:
+    """Only limits.swap: no cpu or memory anywhere, so BestEffort (QoS reads cpu and memory only)."""
+    return stress_pod(name, ws.image, ws.namespace, ws.test, [STRESS, "pause"], None, {"swap": SWAP})
+
+
 def _guaranteed_without_swap(ws: Workspace, name: str) -> dict[str, Any]:
     resources = {"memory": MEMORY, "cpu": GUARANTEED["cpu"]}
     return stress_pod(name, ws.image, ws.namespace, ws.test, ["/swapstress", "pause"], resources, resources)
@@ -53,6 +63,7 @@ CASES = [
     Case("guaranteed-with-limits-swap", "Guaranteed", lambda ws, n: guaranteed_swap_pod(n, ws.image, ws.namespace,
                                                                                        ws.test, MEMORY, SWAP)),
     Case("burstable-with-limits-swap", "Burstable", _burstable_with_swap),
+    Case("best-effort-with-limits-swap", "BestEffort", _best_effort_with_swap),
     Case("limits-swap-zero", "Guaranteed", lambda ws, n: guaranteed_swap_pod(n, ws.image, ws.namespace, ws.test,
                                                                             MEMORY, 0)),
     Case("no-limits-swap", "Guaranteed", _guaranteed_without_swap),
@@ -130,10 +141,9 @@ def swap_probe(ws: Workspace) -> dict[str, Any]:
     return guaranteed_swap_pod("limits-swap-probe", ws.image, ws.namespace, ws.test, MEMORY, SWAP)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace],
-                                                 case: Case, request: pytest.FixtureRequest) -> None:
-    ws = workspace(swap_node)
+def _needs_the_field(ws: Workspace, swap_node: SwapNode, request: pytest.FixtureRequest) -> None:
+    """Ask the API server for the field first: skip (or, under WorkloadControlledSwap, could not
+    test) only where it refuses the field itself."""
     refused = refusal(ws, swap_probe(ws))
     if refused and swap_node.behavior == WORKLOAD_CONTROLLED_SWAP:
         # The behavior's own check: without the field it could not be tested (a gate failure).
@@ -142,10 +152,76 @@ def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace:
         # NoSwap/LimitedSwap: nothing for the field to change there; the gate accepts this skip
         # (e2e/verdict.py), raised only when the server refused the field itself.
         pytest.skip(f"{NO_LIMITS_SWAP_API}: {refused}")
+
+
+# The kubelet sends the event when it creates the container, before the pod runs; the API
+# server may take a moment to list it (the recorder batches).
+EVENT_WAIT_SECONDS = 60
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace],
+                                                 case: Case, request: pytest.FixtureRequest) -> None:
+    ws = workspace(swap_node)
+    _needs_the_field(ws, swap_node, request)
     manifest = case.build(ws, case.id)
     ws.deploy(manifest)
     pod = ws.running(case.id)
     assert pod["status"]["qosClass"] == case.qos, f"built as {case.qos}, runs as {pod['status']['qosClass']}"
     decision = oracle.decide_swap(swap_node.behavior, pod, "stress", swap_node.memory_capacity, swap_node.swap_capacity)
     got = ws.observer.cgroup_value(ws.namespace, case.id, "stress", "memory.swap.max")
-    assert got == oracle.readback_swap_max(decision.value), f"memory.swap.max {got}; expected {decision}\n" + ws.explain(case.id)
+    inputs = f"{case.id} on {swap_node.behavior}: {decision}"
+    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(decision.value), got, inputs), \
+        f"memory.swap.max {got}; expected {decision}\n" + ws.explain(case.id)
+    # KEP-5359: on NoSwap and LimitedSwap a pod that sets limits.swap (0 included: it changes
+    # nothing there either) runs, and a Pod event says the field has no effect; never elsewhere.
+    has_field = oracle.SWAP_RESOURCE in (oracle.find_container(manifest, "stress").get("resources") or {}).get("limits", {})
+    wants_event = has_field and swap_node.behavior != WORKLOAD_CONTROLLED_SWAP
+
+    def ignored_events() -> list[str]:
+        return [e for e in ws.observer.events(ws.namespace, case.id) if oracle.swap_limit_ignored_event(e, "stress")]
+
+    if wants_event:
+        events = wait_for(f"the Pod event that limits.swap has no effect on {swap_node.behavior}",
+                          lambda: ignored_events() or None, EVENT_WAIT_SECONDS,
+                          lambda: f"events: {ws.observer.events(ws.namespace, case.id)}")
+    else:
+        events = ignored_events()
+    assert ws.record.check("Pod event: limits.swap has no effect here", wants_event, bool(events), inputs), \
+        f"events: {ws.observer.events(ws.namespace, case.id)}\n" + ws.explain(case.id)
+
+
+@pytest.mark.needs_behavior("WorkloadControlledSwap")
+def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
+        swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace], request: pytest.FixtureRequest) -> None:
+    """KEP-5359 use case 3: a Guaranteed pod with limits.swap allocates past its memory limit
+    into swap, up to limits.swap, and is OOM-killed only where memory.max + memory.swap.max run
+    out (the same pod without the field is killed at its limit: test_guaranteed_pod_never_swaps)."""
+    ws = workspace(swap_node)
+    _needs_the_field(ws, swap_node, request)
+    target = MEMORY + SWAP + 32 * Mi
+    # A slow interval leaves several samples of each step, the last one included.
+    command = alloc_command(target, step=STEP, interval="250ms")
+    ws.deploy_sampled(guaranteed_swap_pod("swapping-guaranteed", ws.image, ws.namespace, ws.test, MEMORY, SWAP, command))
+    terminated = ws.observer.wait_terminated(ws.namespace, "swapping-guaranteed", "stress")
+    series = ws.samples("swapping-guaranteed")
+    pod = ws.observer.pod(ws.namespace, "swapping-guaranteed")
+    allocated = allocated_before_kill(ws.observer.log(ws.namespace, "swapping-guaranteed", "stress"))
+    swap_max = oracle.readback_bytes(SWAP)  # memory.swap.max as it reads back
+    capacity = MEMORY + swap_max
+    swapped = max((s for s in series.swap if s is not None), default=0)
+    context = (f"memory {MEMORY}, limits.swap {SWAP}, target {target}, last allocated {allocated}, most swap {swapped},"
+               f" {len(series.swap)} samples: {terminated}\n" + ws.explain("swapping-guaranteed"))
+    inputs = f"Guaranteed, memory {MEMORY}, limits.swap {SWAP}, target {target}"
+    assert pod["status"]["qosClass"] == "Guaranteed", context
+    assert ws.record.check("memory.swap.max", swap_max, series.swap_max if series.swap_max is not None else "max",
+                           inputs), context
+    assert ws.record.check("termination reason", "OOMKilled", terminated.get("reason"), inputs), context
+    low = capacity - STEP - OVERHEAD_BOUND
+    assert ws.record.check("allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max, less a step"
+                           " and overhead)", allocated, inputs, ok=low <= allocated < capacity), context
+    # It swapped up to its limit: after its last step it held more than its memory limit, and
+    # every page above memory.max was in swap, never more than memory.swap.max.
+    floor = swap_max - STEP - OVERHEAD_BOUND
+    assert ws.record.check("memory.swap.current, most in any sample", f"in [{floor}, {swap_max}]", swapped,
+                           f"{inputs}, {len(series.swap)} samples", ok=floor <= swapped <= swap_max), context

@@ -36,11 +36,13 @@ BEHAVIOR_PROPERTY = "swap_behavior"  # the user property every node fixture reco
 CORE_CHECKS: tuple[str, ...] = ("test_cgroup_limits", "test_memory_backed_volumes", "test_stress_outcomes",
                                 "test_metrics")
 # Every e2e module with a test for the behavior (its needs_behavior markers and node fixtures;
-# tests/test_gate.py collects e2e/ and compares). WorkloadControlledSwap has no stress, eviction,
-# restart or resize tests: requiring them there would make its gate impossible to pass.
+# tests/test_gate.py collects e2e/ and compares), so each gate requires only what can run under
+# it. WorkloadControlledSwap has stress tests (a Guaranteed pod with and without limits.swap)
+# but no eviction, restart or resize tests: requiring those there would make its gate
+# impossible to pass.
 _EVERYWHERE = ("test_cgroup_limits", "test_memory_backed_volumes", "test_metrics", "test_static_pods",
-               "test_workload_controlled_swap")
-_SWAP_BEHAVIORS = ("test_stress_outcomes", "test_eviction", "test_kubelet_restart", "test_resize")
+               "test_workload_controlled_swap", "test_stress_outcomes")
+_SWAP_BEHAVIORS = ("test_eviction", "test_kubelet_restart", "test_resize")
 REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     NO_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS,
     LIMITED_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS,

@@ -159,3 +159,30 @@ def test_a_checkout_must_be_a_kubernetes_repository_root(tmp_path: Path) -> None
     assert k8s_source.checkout(tmp_path, "v1.38.0-alpha.1").build_id != src.build_id
     with pytest.raises(SourceError, match="cannot tell its version"):
         k8s_source.checkout(tmp_path, "main")
+
+
+def test_a_prototype_patch_is_named_so_and_declares_its_gates(tmp_path: Path) -> None:
+    rel = "pkg/kubelet/kuberuntime/swap.go"
+    proto = _diff(tmp_path, rel, ORIGINAL, ORIGINAL.replace("request)", "request+1)"), name="proto.patch",
+                  header="# prototype: KEP-5359 WorkloadControlledSwap\n# feature-gates: WorkloadControlledSwap, Other\n")
+    plain = _diff(tmp_path, rel, ORIGINAL, ORIGINAL.replace("request)", "request+2)"), name="plain.patch")
+    src = k8s_source.release("v1.37.1", [proto])
+    assert src.feature_gates == ("WorkloadControlledSwap", "Other")
+    assert src.prototype_note == "KEP-5359 WorkloadControlledSwap prototype (proto.patch), not upstream Kubernetes"
+    assert src.describe().endswith("(v1.37.1 with proto.patch; KEP-5359 WorkloadControlledSwap prototype"
+                                   " (proto.patch), not upstream Kubernetes)")
+    other = k8s_source.release("v1.37.1", [plain])
+    assert other.prototype_note == "" and other.feature_gates == () and "prototype" not in other.describe()
+
+
+def test_a_checkout_that_defines_the_kep_5359_gate_gets_it_on(tmp_path: Path) -> None:
+    (tmp_path / "go.mod").write_text("module k8s.io/kubernetes\n")
+    (tmp_path / "staging" / "src" / "k8s.io").mkdir(parents=True)
+    features = tmp_path / "pkg" / "features"
+    features.mkdir(parents=True)
+    (features / "kube_features.go").write_text("package features\n\nconst (\n\tNodeSwap featuregate.Feature = \"NodeSwap\"\n)\n")
+    assert k8s_source.checkout(tmp_path, "v1.38.0-alpha.1").feature_gates == ()
+    (features / "kube_features.go").write_text(
+        "package features\n\nconst (\n\tWorkloadControlledSwap featuregate.Feature = \"WorkloadControlledSwap\"\n)\n")
+    src = k8s_source.checkout(tmp_path, "v1.38.0-alpha.1")
+    assert src.feature_gates == ("WorkloadControlledSwap",) and src.prototype_note == ""

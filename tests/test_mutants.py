@@ -75,6 +75,7 @@ def test_suite_hash_follows_the_tests(tmp_path: Path) -> None:
 
 
 MUTANTS = model.load()
+PROTOTYPE = model.PROJECT / "clusters" / "prototypes" / "kep-5359.patch"
 HEADER_KEYS = ("mutant", "wrong", "area", "binaries", "behaviors", "expect")
 
 
@@ -93,6 +94,31 @@ def test_every_mutant_says_what_it_breaks(mutant: model.Mutant) -> None:
     for key in HEADER_KEYS:
         assert header.get(key), f"{mutant.patch.path.name}: no '# {key}:' line"
     assert set(mutant.behaviors.split(",")) <= {"NoSwap", "LimitedSwap", "WorkloadControlledSwap"}
+    if mutant.base is not None:  # a mutant of a prototype: its base is one, in the project
+        assert mutant.base.is_file(), f"{mutant.patch.path.name}: base {mutant.base} does not exist"
+        assert k8s_source.read_patch(mutant.base).prototype, f"{mutant.base} has no '# prototype:' line"
+        assert mutant.patches == [mutant.base, mutant.patch.path]
+
+
+def test_the_prototypes_mutants_cover_what_the_issue_names() -> None:
+    """KEP-5359 prototype: limits.swap ignored for Guaranteed pods, 0 read as unlimited, the
+    field applied on a LimitedSwap node; each a small kubelet change on top of the prototype."""
+    based = {m.name: m for m in MUTANTS if m.base == PROTOTYPE}
+    assert {"wcs-guaranteed-ignores-limits-swap", "wcs-zero-is-unlimited",
+            "wcs-limits-swap-applied-on-limitedswap"} <= set(based)
+    assert based["wcs-limits-swap-applied-on-limitedswap"].behaviors == "LimitedSwap"
+    for m in based.values():
+        changed = [line for line in m.patch.text.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+        assert len(changed) <= 12, f"{m.name}: {len(changed)} changed lines; a mutant is one small mistake"
+
+
+def test_a_based_mutant_builds_release_then_base_then_mutant() -> None:
+    m = next(m for m in MUTANTS if m.base == PROTOTYPE)
+    source = k8s_source.release(versions.KUBERNETES, m.patches)
+    assert [p.path for p in source.patches] == [PROTOTYPE, m.patch.path]
+    assert source.prototype_note.startswith("KEP-5359 WorkloadControlledSwap prototype (kep-5359.patch)")
+    assert source.feature_gates == ("WorkloadControlledSwap",)
+    assert source.build_id != k8s_source.release(versions.KUBERNETES, [PROTOTYPE]).build_id
 
 
 def _module_cache_dir() -> Path | None:
@@ -107,18 +133,26 @@ def _module_cache_dir() -> Path | None:
 @pytest.mark.skipif(not shutil.which("patch"), reason="patch(1) is not installed (apt-get install patch)")
 def test_every_mutant_applies_to_the_release(tmp_path: Path) -> None:
     """The real release source from the Go module proxy (copied once, each mutant dry-run on it;
-    those touching staging modules for real): a stale mutant fails here, not in a VM."""
+    those touching staging modules for real): a stale mutant fails here, not in a VM. A mutant
+    of a prototype is dry-run on the release with its base applied for real (once per base):
+    the base must apply to the release, and the mutant on top of it."""
     if _module_cache_dir() is None:
         pytest.fail(f"cannot download k8s.io/kubernetes {versions.KUBERNETES} through the Go proxy")
     tree = tmp_path / "tree"
     k8s_source.apply_patches(k8s_source.KubernetesSource(versions.KUBERNETES), tree, vbuild._go_env())  # noqa: SLF001
+    based: dict[Path, Path] = {}
+    for base in sorted({m.base for m in MUTANTS if m.base is not None}):
+        based[base] = tmp_path / f"base-{base.stem}"
+        k8s_source.apply_patches(k8s_source.release(versions.KUBERNETES, [base]), based[base],
+                                 vbuild._go_env())  # noqa: SLF001 - raises, naming the hunk, if the base is stale
     problems = []
     for m in MUTANTS:
-        if m.patch.staging_modules:
+        if m.patch.staging_modules and m.base is None:
             k8s_source.apply_patches(k8s_source.KubernetesSource(versions.KUBERNETES, (m.patch,)), tmp_path / m.name,
                                      vbuild._go_env())  # noqa: SLF001
             continue
-        out = subprocess.run(["patch", "-p1", "--dry-run", "--batch", "--forward", "-d", str(tree),
+        on = based[m.base] if m.base is not None else tree
+        out = subprocess.run(["patch", "-p1", "--dry-run", "--batch", "--forward", "-d", str(on),
                               "-i", str(m.patch.path)], capture_output=True, text=True)
         if out.returncode != 0:
             problems.append(k8s_source.patch_failure(m.patch, versions.KUBERNETES, out.stdout + out.stderr))

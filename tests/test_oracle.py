@@ -737,3 +737,17 @@ def test_a_static_pod_is_critical_whatever_its_priority() -> None:
     decision = oracle.decide_swap(LIMITED_SWAP, mirror, "app", 4 * Gi, 2 * Gi)
     assert decision.value == 0 and decision.rule.startswith("critical pod")
     assert oracle.expected_memory_max(mirror, "app") == str(128 * Mi)
+
+
+def test_limits_swap_alone_is_best_effort_and_never_defaulted_into_requests() -> None:
+    """KEP-5359: a container with only limits.swap is BestEffort (QoS reads cpu and memory only),
+    gets its limits.swap under WorkloadControlledSwap and the behavior's own value elsewhere; the
+    API server does not default requests.swap from it (a non-zero requests.swap is refused)."""
+    from workloads.pods import stress_pod
+
+    pod = stress_pod("p", "img", "ns", "t", ["pause"], None, {"swap": str(48 * 2**20)})
+    defaulted = oracle.defaulted_pod(pod)
+    assert "swap" not in (oracle.find_container(defaulted, "stress")["resources"].get("requests") or {})
+    assert oracle.pod_qos(defaulted) == "BestEffort"
+    for behavior, expected in (("WorkloadControlledSwap", 48 * 2**20), ("LimitedSwap", 0), ("NoSwap", 0)):
+        assert oracle.expected_swap_max(behavior, pod, "stress", 4 * 2**30, 2 * 2**30) == expected

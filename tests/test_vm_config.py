@@ -102,3 +102,51 @@ def test_guest_agent_exec_skips_stale_replies(tmp_path):
     finally:
         srv.close()
         t.join(5)
+
+
+PROTOTYPE = node.KIND_CONFIG_DIR.parent / "prototypes" / "kep-5359.patch"
+
+
+def test_workload_controlled_swap_on_the_prototype_turns_its_gate_on_everywhere():
+    """`clusters.vm up --behavior WorkloadControlledSwap --k8s-patch clusters/prototypes/kep-5359.patch`:
+    the kubelet runs WorkloadControlledSwap with its gate, and the API server (which validates
+    limits.swap), the controller manager and the scheduler get the gate too."""
+    from clusters.vm import k8s_source
+
+    source = k8s_source.release("v1.37.1", [PROTOTYPE])
+    text, _ = node.kubeadm_config(source.build_id, "WorkloadControlledSwap", source.feature_gates)
+    docs = _docs(text)
+    kubelet, cluster = docs["KubeletConfiguration"], docs["ClusterConfiguration"]
+    assert kubelet["memorySwap"]["swapBehavior"] == "WorkloadControlledSwap"
+    assert kubelet["featureGates"] == {"WorkloadControlledSwap": True}
+    for component in ("apiServer", "controllerManager", "scheduler"):
+        assert {"name": "feature-gates", "value": "WorkloadControlledSwap=true"} in cluster[component]["extraArgs"]
+    assert cluster["kubernetesVersion"] == source.build_id
+
+
+def test_the_prototype_build_keeps_its_gate_on_other_behaviors_and_a_release_gets_none():
+    """On LimitedSwap the prototype's API server must still accept limits.swap and its kubelet
+    send the Pod event; a released build knows no such gate (setting it stops the kubelet)."""
+    from clusters.vm import k8s_source
+
+    source = k8s_source.release("v1.37.1", [PROTOTYPE])
+    docs = _docs(node.kubeadm_config(source.build_id, "LimitedSwap", source.feature_gates)[0])
+    assert docs["KubeletConfiguration"]["featureGates"] == {"WorkloadControlledSwap": True}
+    assert docs["KubeletConfiguration"]["memorySwap"]["swapBehavior"] == "LimitedSwap"
+    docs = _docs(node.kubeadm_config("v1.37.1", "LimitedSwap")[0])
+    assert "featureGates" not in docs["KubeletConfiguration"]
+    assert all(a["name"] != "feature-gates" for a in docs["ClusterConfiguration"]["apiServer"].get("extraArgs", []))
+
+
+def test_switching_a_kubelet_to_workload_controlled_swap_sets_its_gate():
+    from clusters.kubelet_config import switch_behavior
+
+    cfg = {"memorySwap": {"swapBehavior": "LimitedSwap"}, "featureGates": {"Other": False}}
+    switch_behavior(cfg, "WorkloadControlledSwap")
+    assert cfg == {"memorySwap": {"swapBehavior": "WorkloadControlledSwap"},
+                   "featureGates": {"Other": False, "WorkloadControlledSwap": True}}
+    switch_behavior(cfg, "NoSwap")  # the gate stays: the build knows it, and NoSwap sends the event with it
+    assert cfg["memorySwap"]["swapBehavior"] == "NoSwap" and cfg["featureGates"]["WorkloadControlledSwap"] is True
+    plain = {"memorySwap": {"swapBehavior": "NoSwap"}}
+    switch_behavior(plain, "LimitedSwap")
+    assert plain == {"memorySwap": {"swapBehavior": "LimitedSwap"}}

@@ -54,6 +54,10 @@ def test_the_field_named_as_forbidden_or_unsupported_is_refused_too(cause: tuple
     # the server knows the field and judges the value: KEP-5359 is there, the probe is wrong
     (422, invalid([("FieldValueInvalid", f"{C0}.limits[swap]",
                     'Invalid value: "50331648": must be less than or equal to memory limit')]), "less than or equal"),
+    # the KEP-5359 prototype's limits-only rule (a defaulting bug would make requests.swap): the
+    # server knows the field; a KEP-5359 API server that rejects the probe is a failure, not a skip
+    (422, invalid([("FieldValueInvalid", f"{C0}.requests[swap]", 'Invalid value: "50331648": must be 0: swap is'
+                    ' limited, never requested (set resources.limits.swap; KEP-5359)')]), "must be 0"),
     # the field refused, and something else too: the probe pod is broken
     (422, invalid([("FieldValueInvalid", f"{C0}.limits[swap]", TYPE),
                    ("FieldValueRequired", "spec.containers[0].image", "Required value")]), "spec.containers[0].image"),

@@ -13,6 +13,12 @@ header says what the broken build gets wrong and which tests can see it:
     # behaviors: LimitedSwap
     # expect: caught
     diff --git a/pkg/kubelet/... b/pkg/kubelet/...
+
+A mutant of a prototype (clusters/prototypes/) names it as its base; the build is then the
+release, the base patch, then the mutant, in that order, and the bench's "unmodified build" for
+it is the release with the base alone:
+
+    # base: clusters/prototypes/kep-5359.patch
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from pathlib import Path
 from clusters.vm.k8s_source import Patch, read_patch
 
 HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parents[1]  # a `# base:` path is relative to the project root
 SUITE_INPUTS = ("e2e", "workloads", "conftest.py")  # what decides the tests' verdicts
 
 CAUGHT, SURVIVED, NOT_RUN = "caught", "SURVIVED", "NOT RUN"
@@ -61,8 +68,23 @@ class Mutant:
         return self.patch.header().get("behaviors") or None
 
     @property
+    def base(self) -> Path | None:
+        """The patch this mutant applies on top of (``# base:``), None: the release itself."""
+        name = self.patch.header().get("base")
+        return (PROJECT / name) if name else None
+
+    @property
+    def patches(self) -> list[Path]:
+        """What the build applies to the release, in order: the base, then the mutant."""
+        return [p for p in (self.base, self.patch.path) if p is not None]
+
+    @property
     def content_hash(self) -> str:
-        return hashlib.sha256(self.patch.text.encode()).hexdigest()[:12]
+        """Of the mutant and its base: a changed prototype re-runs its mutants."""
+        h = hashlib.sha256(self.patch.text.encode())
+        if self.base is not None:
+            h.update(self.base.read_bytes())
+        return h.hexdigest()[:12]
 
 
 def load(directory: Path = HERE) -> list[Mutant]:
@@ -152,8 +174,9 @@ def judge(name: str, build: str, junit: Path | None, exit_code: int | None, outp
     return out
 
 
-def table(outcomes: list[Outcome], baseline: Outcome | None, date: str = "") -> str:
-    """The Markdown table, then the baseline, then ``caught N/M mutants, F false alarms``."""
+def table(outcomes: list[Outcome], baseline: "Outcome | list[Outcome] | None", date: str = "") -> str:
+    """The Markdown table, then the baseline(s) (one per base: the release, a prototype), then
+    ``caught N/M mutants, F false alarms``."""
     rows = ["| mutant | verdict | tests that failed | wall time | selection |", "|---|---|---|---|---|"]
     for o in outcomes:
         caught_by = ", ".join(sorted({_short(t) for t in o.failed + o.errors})) or "—"
@@ -162,14 +185,16 @@ def table(outcomes: list[Outcome], baseline: Outcome | None, date: str = "") -> 
         rows.append(f"| {o.name} | {o.verdict} | {caught_by} | {o.seconds / 60:.1f} min | {o.selection} |")
     lines = [f"Mutant bench{f' ({date})' if date else ''}", "", *rows, ""]
     alarms = 0
-    if baseline is not None:
-        alarms = len(baseline.failed) + len(baseline.errors)
-        lines.append(f"unmodified build {baseline.build}: {baseline.passed} passed, {alarms} failed,"
-                     f" {baseline.skipped} skipped in {baseline.seconds / 60:.1f} min ({baseline.selection})"
-                     + (f": {', '.join(baseline.failed + baseline.errors)}" if alarms else ""))
-    else:
+    baselines = [baseline] if isinstance(baseline, Outcome) else list(baseline or [])
+    for b in baselines:
+        failed = len(b.failed) + len(b.errors)
+        alarms += failed
+        lines.append(f"unmodified build {b.build}: {b.passed} passed, {failed} failed,"
+                     f" {b.skipped} skipped in {b.seconds / 60:.1f} min ({b.selection})"
+                     + (f": {', '.join(b.failed + b.errors)}" if failed else ""))
+    if not baselines:
         lines.append("unmodified build: not run")
     caught = sum(o.verdict == CAUGHT for o in outcomes)
     lines.append(f"caught {caught}/{len(outcomes)} mutants, {alarms} false alarms"
-                 + ("" if baseline is not None else " (no baseline run)"))
+                 + ("" if baselines else " (no baseline run)"))
     return "\n".join(lines) + "\n"

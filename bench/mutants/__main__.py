@@ -11,6 +11,11 @@ content and suite version under ``<results-dir>/mutants/``: a second run resumes
 first stopped and re-runs a mutant only when its patch or the suite changed (or ``--rerun``).
 The table goes to stdout and ``<results-dir>/mutants.md``.
 
+A mutant with a ``# base:`` (a prototype, e.g. clusters/prototypes/kep-5359.patch) is built
+as release + base + mutant, always on its own VM (the shared VM runs the release's control
+plane, whose API server lacks the prototype's API); its unmodified build is release + base,
+run as a baseline of its own.
+
 ``--provider kind``: each build becomes a kind node image (``clusters.vm.nodeimage``), loaded
 into the Docker host ``DOCKER_HOST`` names (the kind host VM: ``clusters.vm kind-host up``),
 and the suite runs with ``--provider kind --node-image``.
@@ -167,6 +172,37 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
     return out
 
 
+def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | None, suite: str, keep: Path,
+              share_all: bool, shared: SharedVm) -> model.Outcome:
+    """The unmodified build of these mutants (the release, or the release with their base),
+    on every test and behavior any of them runs; kept while the suite and the base are unchanged."""
+    exprs = [m.tests for m in mutants]
+    # the baseline runs every test any mutant runs: the full suite if one of them does
+    expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
+    selection, label = _selection(a.k, expr)
+    # ... on every behavior any mutant runs on (both where one of them names none)
+    named = [m.behaviors for m in mutants]
+    behaviors = None if (not named or any(b is None for b in named)) else \
+        ",".join(sorted({b.strip() for n in named for b in n.split(",")}))
+    label += f" on {behaviors or 'NoSwap,LimitedSwap'}"
+    patches = [base] if base is not None else []
+    build = k8s_source.release(_release(), patches).build_id
+    name = "baseline" if base is None else f"baseline-{base.stem}"
+    kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else keep / f"baseline-{_release()}-{a.provider}.json"
+    o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
+    if o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN:
+        _say(f"{name}: the unmodified {build} ({label})")
+        if a.provider == "vm" and not share_all:
+            shared.down()
+        o = run_one(name, patches, behaviors, selection, label, a.provider, keep / f"{name}-{a.provider}",
+                    a.pytest_args, shared if share_all else None)
+        o.suite = suite
+        kept.write_text(o.to_json())
+    else:
+        _say(f"{name}: kept result ({len(o.failed) + len(o.errors)} failed), suite {suite} unchanged")
+    return o
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.mutants", description=__doc__.split("\n\n")[0])
     ap.add_argument("--patches", type=Path, default=model.HERE, help="directory of *.patch mutants (default: bench/mutants)")
@@ -205,32 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     shared = SharedVm()
     # vm: kubelet-only mutants share one VM; the unmodified build runs first on it, before any
     # mutant's kubelet has touched the node (a fresh VM of the release).
-    share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] for m in mutants)
+    share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] and m.base is None
+                                                                for m in mutants)
 
-    baseline = None
-    if not a.no_baseline:
-        exprs = [m.tests for m in mutants]
-        # the baseline runs every test any mutant runs: the full suite if one of them does
-        expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
-        selection, label = _selection(a.k, expr)
-        # ... on every behavior any mutant runs on (both where one of them names none)
-        named = [m.behaviors for m in mutants]
-        behaviors = None if (not named or any(b is None for b in named)) else \
-            ",".join(sorted({b.strip() for n in named for b in n.split(",")}))
-        label += f" on {behaviors or 'NoSwap,LimitedSwap'}"
-        kept = keep / f"baseline-{_release()}-{a.provider}.json"
-        o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
-        if o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN:
-            _say(f"baseline: the unmodified {_release()} ({label})")
-            if a.provider == "vm" and not share_all:
-                shared.down()
-            o = run_one("baseline", [], behaviors, selection, label, a.provider, keep / f"baseline-{a.provider}",
-                        a.pytest_args, shared if share_all else None)
-            o.suite = suite
-            kept.write_text(o.to_json())
-        else:
-            _say(f"baseline: kept result ({len(o.failed) + len(o.errors)} failed), suite {suite} unchanged")
-        baseline = o
+    baselines: list[model.Outcome] = []
+    bases = list(dict.fromkeys(m.base for m in mutants)) or [None]
+    for base in [] if a.no_baseline else bases:
+        baselines.append(_baseline(a, [m for m in mutants if m.base == base] or mutants, base, suite, keep,
+                                   share_all, shared))
 
     outcomes: list[model.Outcome] = []
     for i, m in enumerate([] if a.baseline_only else mutants, 1):
@@ -243,25 +261,25 @@ def main(argv: list[str] | None = None) -> int:
                 continue
         selection, label = _selection(a.k, m.tests)
         _say(f"[{i}/{len(mutants)}] {m.name}: {m.wrong} ({label})")
-        share = a.provider == "vm" and not a.fresh_vm and m.binaries == ["kubelet"]
+        share = a.provider == "vm" and not a.fresh_vm and m.binaries == ["kubelet"] and m.base is None
         if a.provider == "vm" and not share:
             shared.down()  # this one boots its own VM with the whole build
-        o = run_one(m.name, [m.patch.path], m.behaviors, selection, label, a.provider,
+        o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
                     keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, shared if share else None)
         o.suite = suite
         kept.write_text(o.to_json())
         caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
         _say(f"[{i}/{len(mutants)}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
         outcomes.append(o)
-        (a.results_dir / "mutants.md").write_text(model.table(outcomes, baseline, dt.date.today().isoformat()))
+        (a.results_dir / "mutants.md").write_text(model.table(outcomes, baselines, dt.date.today().isoformat()))
 
     if a.provider == "vm":
         shared.down()
-    text = model.table(outcomes, baseline, dt.date.today().isoformat())
+    text = model.table(outcomes, baselines, dt.date.today().isoformat())
     (a.results_dir / "mutants.md").write_text(text)
     print(text, end="")
     _say(f"bench took {(time.monotonic() - started) / 60:.1f} min; table in {a.results_dir / 'mutants.md'}")
-    alarms = baseline is not None and bool(baseline.failed or baseline.errors)
+    alarms = any(b.failed or b.errors for b in baselines)
     return 1 if alarms else 0
 
 

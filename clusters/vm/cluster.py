@@ -295,8 +295,10 @@ class VmCluster(Guest[VmState]):
 
     # ------------------------------------------------------------------ kubeadm
     def _kubeadm_init(self, behavior: str) -> None:
-        cfg, source = node.kubeadm_config(self.k8s_version, behavior)
-        self.progress(f"kubeadm init: swapBehavior {behavior} (kubelet config from {source})")
+        cfg, source = node.kubeadm_config(self.k8s_version, behavior, self.kubernetes.feature_gates)
+        gates = node.feature_gates_for(behavior, self.kubernetes.feature_gates)
+        self.progress(f"kubeadm init: swapBehavior {behavior} (kubelet config from {source})"
+                      + (f", feature gates {', '.join(gates)} on the API server and the kubelet" if gates else ""))
         self.write_guest_file(node.KUBEADM_CONFIG_PATH, cfg.encode())
         argv = ["sh", "-c", f"kubeadm init --config {node.KUBEADM_CONFIG_PATH} -v=1 > {KUBEADM_LOG} 2>&1"]
         pid = self.agent.spawn(argv)

@@ -11,7 +11,12 @@ A patch is a unified diff in ``git diff`` form, paths relative to the kubernetes
 root, applied with ``patch -p1``. Files under ``staging/src/k8s.io/<module>/`` patch that
 staging module (a separate module on the proxy): its source is copied beside the main one and
 the build replaces it. Text before the first ``diff``/``---`` line is ignored (the mutant
-bench keeps its metadata there).
+bench keeps its metadata there). Two header lines mean something to the node as well:
+
+* ``# prototype: <what>``       the patch is a prototype written for this suite (e.g. of
+                                KEP-5359): every report names the build so, never as upstream
+* ``# feature-gates: A, B``     gates the patch adds; the node turns them on for the API server,
+                                the controller manager, the scheduler and the kubelet
 """
 from __future__ import annotations
 
@@ -30,6 +35,9 @@ RELEASE = re.compile(r"v1\.(\d+)\.(\d+)")
 CHECKOUT_TAG = re.compile(r"v1\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?")
 STAGING = re.compile(r"staging/src/(k8s\.io/[\w.-]+)/")
 _SOURCE_SUFFIXES = (".go", ".mod", ".sum", ".s", ".c", ".h")
+# Opt-in gates of unmerged KEPs the suite tests: a checkout that defines one gets it turned on
+# (a patch says so in its `# feature-gates:` line instead).
+OPT_IN_GATES = ("WorkloadControlledSwap",)
 
 
 class SourceError(ValueError):
@@ -71,6 +79,16 @@ class Patch:
         return out
 
 
+    @property
+    def prototype(self) -> str | None:
+        """What the patch prototypes (``# prototype:``), None for any other patch."""
+        return self.header().get("prototype") or None
+
+    @property
+    def feature_gates(self) -> list[str]:
+        return [g.strip() for g in self.header().get("feature-gates", "").split(",") if g.strip()]
+
+
 def read_patch(path: Path) -> Patch:
     path = Path(path)
     try:
@@ -107,6 +125,25 @@ class KubernetesSource:
         return self.release
 
     @property
+    def feature_gates(self) -> tuple[str, ...]:
+        """The gates the node must turn on: the patches' ``# feature-gates:`` lines, or the
+        OPT_IN_GATES a checkout defines in pkg/features/kube_features.go."""
+        if self.checkout is not None:
+            features = self.checkout / "pkg" / "features" / "kube_features.go"
+            text = features.read_text() if features.is_file() else ""
+            return tuple(g for g in OPT_IN_GATES if re.search(rf"^\s*{g}\s+featuregate\.Feature\s*=", text, re.M))
+        return tuple(dict.fromkeys(g for p in self.patches for g in p.feature_gates))
+
+    @property
+    def prototype_note(self) -> str:
+        """"" for a release, a checkout, or patches of which none is a prototype; else the mark
+        every report carries, so no result on this build reads as upstream conformance."""
+        protos = [p for p in self.patches if p.prototype]
+        if not protos:
+            return ""
+        return "; ".join(f"{p.prototype} prototype ({p.path.name})" for p in protos) + ", not upstream Kubernetes"
+
+    @property
     def is_release(self) -> bool:
         return self.checkout is None and not self.patches
 
@@ -118,7 +155,8 @@ class KubernetesSource:
         if self.checkout is not None:
             return f"{self.build_id} (local checkout {self.checkout})"
         if self.patches:
-            return f"{self.build_id} ({self.release} with {', '.join(p.path.name for p in self.patches)})"
+            note = f"; {self.prototype_note}" if self.prototype_note else ""
+            return f"{self.build_id} ({self.release} with {', '.join(p.path.name for p in self.patches)}{note})"
         return f"{self.release} (Go proxy release)"
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import copy
 import subprocess
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import yaml
+
+from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 
 from .guestfiles import GUEST_IP, NODE_NAME, POD_SUBNET, SERVICE_SUBNET
 
@@ -121,8 +124,22 @@ def kubelet_configuration(behavior: str, k8s_version: str) -> tuple[dict[str, An
     return base, source
 
 
-def kubeadm_config(k8s_version: str, behavior: str) -> tuple[str, str]:
+def feature_gates_for(behavior: str, build_gates: Sequence[str] = ()) -> dict[str, bool]:
+    """The gates a node turns on: the build's own (a prototype patch's ``# feature-gates:``, or
+    what a checkout defines) on every behavior, so that its API server accepts the new fields
+    whatever the kubelet runs (the vm node switches behavior in place); and the behavior's own
+    gate (WorkloadControlledSwap) whatever the build says."""
+    gates = dict.fromkeys(build_gates, True)
+    if behavior == WORKLOAD_CONTROLLED_SWAP:
+        gates[WORKLOAD_CONTROLLED_SWAP] = True
+    return gates
+
+
+def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] = ()) -> tuple[str, str]:
     kubelet, source = kubelet_configuration(behavior, k8s_version)
+    gates = feature_gates_for(behavior, build_gates)
+    if gates:
+        kubelet.setdefault("featureGates", {}).update(gates)
     init = {
         "apiVersion": "kubeadm.k8s.io/v1beta4",
         "kind": "InitConfiguration",
@@ -158,6 +175,10 @@ def kubeadm_config(k8s_version: str, behavior: str) -> tuple[str, str]:
         "controllerManager": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
         "scheduler": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
     }
+    if gates:  # as kind's featureGates: every control-plane component (the API server validates the field)
+        flag = {"name": "feature-gates", "value": ",".join(f"{g}={str(on).lower()}" for g, on in gates.items())}
+        for component in ("apiServer", "controllerManager", "scheduler"):
+            cluster[component].setdefault("extraArgs", []).append(dict(flag))
     text = yaml.safe_dump_all([init, cluster, kubelet], sort_keys=False)
     return text, source
 
