@@ -554,7 +554,11 @@ def resize_refused_for_swap(behavior: str, allocated: Any, desired: Any, cgroup_
                 continue
             if _memory_policy(old) == "RestartContainer":
                 continue
-            if any(container_swap_behavior(behavior, pod, old["name"], cgroup_v2) != NO_SWAP for pod in (before, after)):
+            # != NoSwap in v1.37.1, where a container's behavior is NoSwap or LimitedSwap. KEP-5359
+            # ("resize on memory limits no longer has any side-effects on swap") lifts the refusal
+            # for WorkloadControlledSwap, whose swap is the container's own limits.swap: only a
+            # swap derived from the memory request (LimitedSwap) refuses.
+            if any(container_swap_behavior(behavior, pod, old["name"], cgroup_v2) == LIMITED_SWAP for pod in (before, after)):
                 refused.append(old["name"])
     return refused
 

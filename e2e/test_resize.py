@@ -19,10 +19,12 @@ from e2e.conftest import Workspace
 from e2e.metrics import find, parse_prometheus
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing
+from e2e.test_workload_controlled_swap import needs_limits_swap_api
 from workloads.pods import GUARANTEED, Mi, STRESS, stress_pod
 
 RESIZE_SECONDS = 180
 STEP = 16 * Mi  # the request grows by this much
+LIMITS_SWAP = 48 * Mi  # KEP-5359: the WorkloadControlledSwap container's own swap
 
 
 def resize_memory(ws: Workspace, name: str, request: int, limit: int | None) -> dict[str, Any]:
@@ -103,20 +105,26 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
                                inputs), f"events: {events}\n{context}"
 
 
-@pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+@pytest.mark.needs_behavior("NoSwap", "LimitedSwap", "WorkloadControlledSwap")
 @pytest.mark.min_kubernetes("1.33")
 def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: SwapNode,
-                                                                   workspace: Callable[[SwapNode], Workspace]) -> None:
+                                                                   workspace: Callable[[SwapNode], Workspace],
+                                                                   request: pytest.FixtureRequest) -> None:
     """NoSwap: the very pod and resize refused under LimitedSwap. LimitedSwap: a Guaranteed pod
-    (no swap) whose memory request and limit grow together."""
+    (no swap) whose memory request and limit grow together. WorkloadControlledSwap (KEP-5359
+    lifts the refusal): that Guaranteed pod with limits.swap, which does swap and keeps its
+    limits.swap across the resize."""
     ws = workspace(swap_node)
     if swap_node.behavior == "NoSwap":
         size = burstable_sizing(swap_node, headroom=32 * Mi)
         (requests, limits), new_limit = size.resources(), None
         new_request = size.request + STEP
     else:
-        requests = limits = {"memory": 64 * Mi, "cpu": GUARANTEED["cpu"]}
+        requests, limits = {"memory": 64 * Mi, "cpu": GUARANTEED["cpu"]}, {"memory": 64 * Mi, "cpu": GUARANTEED["cpu"]}
         new_request = new_limit = 64 * Mi + STEP
+    if swap_node.behavior == "WorkloadControlledSwap":
+        needs_limits_swap_api(ws, swap_node, request)
+        limits["swap"] = str(LIMITS_SWAP)
     pod = ws.deploy(stress_pod("resized", ws.image, ws.namespace, ws.test, [STRESS, "pause"], requests, limits))
     started = container_identity(ws.running("resized"))
     desired = copy.deepcopy(pod)
@@ -137,6 +145,8 @@ def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: Swa
                                                             swap_node.memory_capacity, swap_node.swap_capacity))
     assert ws.record.check("cgroup after the resize", {"memory.max": expected_max, "memory.swap.max": swap},
                            cgroup(ws, "resized"), inputs), context
+    if swap_node.behavior == "WorkloadControlledSwap":  # the design: this container does have swap
+        assert swap == oracle.readback_swap_max(LIMITS_SWAP), (swap, inputs)
     # in place: the very container, not a re-created one that happens to have the new values
     assert ws.record.check("container kept in place (containerID, restartCount)", started,
                            container_identity(ws.observer.pod(ws.namespace, "resized")), inputs), context

@@ -141,7 +141,7 @@ def swap_probe(ws: Workspace) -> dict[str, Any]:
     return guaranteed_swap_pod("limits-swap-probe", ws.image, ws.namespace, ws.test, MEMORY, SWAP)
 
 
-def _needs_the_field(ws: Workspace, swap_node: SwapNode, request: pytest.FixtureRequest) -> None:
+def needs_limits_swap_api(ws: Workspace, swap_node: SwapNode, request: pytest.FixtureRequest) -> None:
     """Ask the API server for the field first: skip (or, under WorkloadControlledSwap, could not
     test) only where it refuses the field itself."""
     refused = refusal(ws, swap_probe(ws))
@@ -163,7 +163,7 @@ EVENT_WAIT_SECONDS = 60
 def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace],
                                                  case: Case, request: pytest.FixtureRequest) -> None:
     ws = workspace(swap_node)
-    _needs_the_field(ws, swap_node, request)
+    needs_limits_swap_api(ws, swap_node, request)
     manifest = case.build(ws, case.id)
     ws.deploy(manifest)
     pod = ws.running(case.id)
@@ -198,7 +198,7 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
     into swap, up to limits.swap, and is OOM-killed only where memory.max + memory.swap.max run
     out (the same pod without the field is killed at its limit: test_guaranteed_pod_never_swaps)."""
     ws = workspace(swap_node)
-    _needs_the_field(ws, swap_node, request)
+    needs_limits_swap_api(ws, swap_node, request)
     target = MEMORY + SWAP + 32 * Mi
     # A slow interval leaves several samples of each step, the last one included.
     command = alloc_command(target, step=STEP, interval="250ms")

@@ -38,11 +38,11 @@ CORE_CHECKS: tuple[str, ...] = ("test_cgroup_limits", "test_memory_backed_volume
 # Every e2e module with a test for the behavior (its needs_behavior markers and node fixtures;
 # tests/test_gate.py collects e2e/ and compares), so each gate requires only what can run under
 # it. WorkloadControlledSwap has stress tests (a Guaranteed pod with and without limits.swap)
-# but no eviction, restart or resize tests: requiring those there would make its gate
-# impossible to pass.
+# and a resize test (KEP-5359 lifts the refusal) but no eviction or restart tests: requiring
+# those there would make its gate impossible to pass.
 _EVERYWHERE = ("test_cgroup_limits", "test_memory_backed_volumes", "test_metrics", "test_static_pods",
-               "test_workload_controlled_swap", "test_stress_outcomes")
-_SWAP_BEHAVIORS = ("test_eviction", "test_kubelet_restart", "test_resize")
+               "test_workload_controlled_swap", "test_stress_outcomes", "test_resize")
+_SWAP_BEHAVIORS = ("test_eviction", "test_kubelet_restart")
 REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     NO_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS,
     LIMITED_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS,

@@ -108,11 +108,13 @@ def test_a_failure_fails_the_gate_and_workload_controlled_swap_needs_its_own_che
 
 
 def test_workload_controlled_swap_can_pass_its_gate() -> None:
-    """It has no eviction, restart or resize tests (needs_behavior): they are not required. Its
-    stress tests (a Guaranteed pod with and without limits.swap) are, and are core."""
+    """It has no eviction or restart tests (needs_behavior): they are not required. Its stress
+    tests (a Guaranteed pod with and without limits.swap) are, and are core; so is its resize
+    test (KEP-5359 carries out what LimitedSwap refuses)."""
     assert verdict.gate_problems(passing("WorkloadControlledSwap"), ["WorkloadControlledSwap"]) == []
-    for module in ("test_eviction", "test_kubelet_restart", "test_resize"):
+    for module in ("test_eviction", "test_kubelet_restart"):
         assert module not in verdict.checks_for("WorkloadControlledSwap")
+    assert "test_resize" in verdict.checks_for("WorkloadControlledSwap")
     assert "test_stress_outcomes" in verdict.checks_for("WorkloadControlledSwap")
     assert verdict.is_core("WorkloadControlledSwap", "test_stress_outcomes")
 

@@ -527,6 +527,17 @@ def test_resize_of_a_guaranteed_container_on_limited_swap_is_allowed() -> None:
     assert oracle.resize_refused_for_swap(LIMITED_SWAP, before, after) == []
 
 
+def test_resize_of_a_container_with_limits_swap_is_allowed_under_workload_controlled_swap() -> None:
+    """KEP-5359: its swap is limits.swap, which a memory resize leaves alone; the same pod on a
+    LimitedSwap node (the field ignored, a Burstable request) is refused."""
+    swap = {"memory": "2Gi", "swap": "1Gi"}
+    before = pod(container("c", requests={"memory": "1Gi", "cpu": "1"}, limits=swap))
+    after = pod(container("c", requests={"memory": "1100Mi", "cpu": "1"}, limits=swap))
+    assert oracle.container_swap_behavior(WORKLOAD_CONTROLLED_SWAP, before, "c") == WORKLOAD_CONTROLLED_SWAP
+    assert oracle.resize_refused_for_swap(WORKLOAD_CONTROLLED_SWAP, before, after) == []
+    assert oracle.resize_refused_for_swap(LIMITED_SWAP, before, after) == ["c"]
+
+
 def test_resize_of_a_critical_pod_on_limited_swap_is_allowed() -> None:
     before = pod(container("c", **BURSTABLE), priority=2000001000)
     after = pod(container("c", requests={"memory": "1100Mi", "cpu": "1"}, limits={"memory": "2Gi"}), priority=2000001000)
