@@ -12,9 +12,9 @@ first stopped and re-runs a mutant only when its patch or the suite changed (or 
 The table goes to stdout and ``<results-dir>/mutants.md``.
 
 A mutant with a ``# base:`` (a prototype, e.g. clusters/prototypes/kep-5359.patch) is built
-as release + base + mutant, always on its own VM (the shared VM runs the release's control
-plane, whose API server lacks the prototype's API); its unmodified build is release + base,
-run as a baseline of its own.
+as release + base + mutant; its unmodified build is release + base, run as a baseline of its
+own. The shared VM is then booted from release + base (its API server has the prototype's API)
+and each such kubelet-only mutant's kubelet is swapped in, as for the release's mutants.
 
 ``--provider kind``: each build becomes a kind node image (``clusters.vm.nodeimage``), loaded
 into the Docker host ``DOCKER_HOST`` names (the kind host VM: ``clusters.vm kind-host up``),
@@ -84,6 +84,7 @@ class SharedVm:
 
     def __init__(self) -> None:
         self.booted = False
+        self.base: list[Path] = []  # the patches the running VM's whole build was made with
 
     def ready(self) -> bool:
         import json
@@ -94,19 +95,21 @@ class SharedVm:
         except ValueError:
             return False
 
-    def swap_in(self, patches: list[Path]) -> str | None:
-        """None when that build's kubelet runs on a Ready node; else why not."""
-        if not self.ready():
+    def swap_in(self, patches: list[Path], base: list[Path]) -> str | None:
+        """None when that build's kubelet runs on a Ready node booted from release + `base`; else why not."""
+        if not self.ready() or (self.booted and self.base != base):
             _vm("down")
+            built = k8s_source.release(_release(), base).build_id
             for attempt in (1, 2):  # under emulation kubeadm's 10 s API deadlines are sometimes missed
-                _say(f"booting the shared VM ({_release()}), attempt {attempt}")
-                up = _vm("up", "--k8s-version", _release(), "--behavior", "LimitedSwap")
+                _say(f"booting the shared VM ({built}), attempt {attempt}")
+                up = _vm("up", "--k8s-version", _release(), "--behavior", "LimitedSwap",
+                         *[f"--k8s-patch={p}" for p in base])
                 if up.returncode == 0:
                     break
                 _vm("down")
             else:
                 return f"the shared VM did not come up (exit {up.returncode}, twice)"
-            self.booted = True
+            self.booted, self.base = True, list(base)
         swap = _vm("swap-kubelet", "--k8s-version", _release(), *[f"--k8s-patch={p}" for p in patches])
         return None if swap.returncode == 0 else f"swapping the kubelet in failed (exit {swap.returncode})"
 
@@ -120,7 +123,8 @@ class SharedVm:
 
 
 def run_one(name: str, patches: list[Path], behaviors: str | None, selection: list[str], label: str,
-            provider: str, out_dir: Path, extra: list[str], shared: SharedVm | None = None) -> model.Outcome:
+            provider: str, out_dir: Path, extra: list[str], shared: SharedVm | None = None,
+            base: list[Path] | None = None) -> model.Outcome:
     """One pytest run of the suite on one build; live progress per test on stderr."""
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
@@ -134,7 +138,7 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
         out.seconds, out.selection = time.monotonic() - t0, label
         return out
     if shared is not None:
-        why = shared.swap_in(patches)
+        why = shared.swap_in(patches, base or [])
         if why:
             out = model.judge(name, build, None, None, why)
             out.seconds, out.selection = time.monotonic() - t0, label
@@ -195,11 +199,35 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
         if a.provider == "vm" and not share_all:
             shared.down()
         o = run_one(name, patches, behaviors, selection, label, a.provider, keep / f"{name}-{a.provider}",
-                    a.pytest_args, shared if share_all else None)
+                    a.pytest_args, shared if share_all else None, patches)
         o.suite = suite
         kept.write_text(o.to_json())
     else:
         _say(f"{name}: kept result ({len(o.failed) + len(o.errors)} failed), suite {suite} unchanged")
+    return o
+
+
+def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suite: str, keep: Path,
+                shared: SharedVm) -> model.Outcome:
+    """One mutant: its kept result while its patch (and base) and the suite are unchanged, else a run."""
+    kept = keep / f"{m.name}-{m.content_hash}-{a.provider}.json"
+    if kept.exists() and not a.rerun:
+        o = model.Outcome.from_json(kept.read_text())
+        if o.suite == suite and o.verdict != model.NOT_RUN:
+            _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
+            return o
+    selection, label = _selection(a.k, m.tests)
+    _say(f"[{i}/{total}] {m.name}: {m.wrong} ({label})")
+    share = a.provider == "vm" and not a.fresh_vm and m.binaries == ["kubelet"]
+    if a.provider == "vm" and not share:
+        shared.down()  # this one boots its own VM with the whole build
+    base = [m.base] if m.base is not None else []
+    o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
+                keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, shared if share else None, base)
+    o.suite = suite
+    kept.write_text(o.to_json())
+    caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
+    _say(f"[{i}/{total}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
     return o
 
 
@@ -239,39 +267,21 @@ def main(argv: list[str] | None = None) -> int:
     keep.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     shared = SharedVm()
-    # vm: kubelet-only mutants share one VM; the unmodified build runs first on it, before any
-    # mutant's kubelet has touched the node (a fresh VM of the release).
-    share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] and m.base is None
-                                                                for m in mutants)
-
+    # vm: kubelet-only mutants share one VM per base (the release, a prototype); each base's
+    # unmodified build runs first on it, before any mutant's kubelet has touched the node (a
+    # fresh VM of that build), then that base's mutants, so the VM boots once per base.
     baselines: list[model.Outcome] = []
-    bases = list(dict.fromkeys(m.base for m in mutants)) or [None]
-    for base in [] if a.no_baseline else bases:
-        baselines.append(_baseline(a, [m for m in mutants if m.base == base] or mutants, base, suite, keep,
-                                   share_all, shared))
-
     outcomes: list[model.Outcome] = []
-    for i, m in enumerate([] if a.baseline_only else mutants, 1):
-        kept = keep / f"{m.name}-{m.content_hash}-{a.provider}.json"
-        if kept.exists() and not a.rerun:
-            o = model.Outcome.from_json(kept.read_text())
-            if o.suite == suite and o.verdict != model.NOT_RUN:
-                _say(f"[{i}/{len(mutants)}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
-                outcomes.append(o)
-                continue
-        selection, label = _selection(a.k, m.tests)
-        _say(f"[{i}/{len(mutants)}] {m.name}: {m.wrong} ({label})")
-        share = a.provider == "vm" and not a.fresh_vm and m.binaries == ["kubelet"] and m.base is None
-        if a.provider == "vm" and not share:
-            shared.down()  # this one boots its own VM with the whole build
-        o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
-                    keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, shared if share else None)
-        o.suite = suite
-        kept.write_text(o.to_json())
-        caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
-        _say(f"[{i}/{len(mutants)}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
-        outcomes.append(o)
-        (a.results_dir / "mutants.md").write_text(model.table(outcomes, baselines, dt.date.today().isoformat()))
+    bases = list(dict.fromkeys(m.base for m in mutants)) or [None]
+    numbered = list(enumerate(mutants, 1))
+    for base in bases:
+        group = [m for m in mutants if m.base == base] or mutants
+        share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] for m in group)
+        if not a.no_baseline:
+            baselines.append(_baseline(a, group, base, suite, keep, share_all, shared))
+        for i, m in [] if a.baseline_only else [(i, m) for i, m in numbered if m.base == base]:
+            outcomes.append(_run_mutant(a, i, m, len(mutants), suite, keep, shared))
+            (a.results_dir / "mutants.md").write_text(model.table(outcomes, baselines, dt.date.today().isoformat()))
 
     if a.provider == "vm":
         shared.down()
