@@ -6,6 +6,8 @@ cgroup namespace, the same tree the kubelet and its cAdvisor see as "/"."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,44 +64,81 @@ class NodeFiles:
     def _exec(self, *argv: str) -> str:
         return self.ws.observer.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv]).stdout
 
+    def read_cgroups(self, parts: Sequence[str], files: Sequence[str], meminfo: bool = False) -> CgroupRead:
+        """FILES of every cgroup named by PARTS (a container id, "pod<uid>", or "." for the
+        node's cgroup root), and optionally /proc/meminfo, in one exec: figures read together,
+        and one round trip instead of one per file (seconds each on an emulated node)."""
+        argv = ["read-cgroups", *(["--meminfo"] if meminfo else []), HOST_CGROUP, ",".join(files), *parts]
+        return CgroupRead.parse(self._exec(*argv))
+
     def cgroup_file(self, name_part: str, file: str) -> tuple[str, str]:
         """(cgroup path, content) of the first cgroup whose directory name contains name_part."""
-        out = self._exec("find-cgroup", HOST_CGROUP, name_part, file)
-        first, _, content = out.partition("\n")
-        return first.removeprefix("cgroup "), content.strip()
+        read = self.read_cgroups([name_part], [file])
+        return read.path(name_part), read.value(name_part, file)
 
     def pod_cgroup_file(self, uid: str, file: str) -> tuple[str, str]:
-        """A file of the pod's own cgroup (systemd driver: ...-pod<uid with _>.slice; cgroupfs: pod<uid>)."""
-        try:
-            return self.cgroup_file("pod" + uid.replace("-", "_"), file)
-        except AssertionError:
-            return self.cgroup_file("pod" + uid, file)
+        """A file of the pod's own cgroup (either cgroup driver's spelling of its UID)."""
+        return self.cgroup_file("pod" + uid, file)
 
     def root_file(self, file: str) -> str | None:
         """A file of the node's cgroup root, or None where the root has none (a real host's root
         cgroup has no memory.current or memory.swap.current)."""
-        try:
-            return self._exec("cat", f"{HOST_CGROUP}/{file}").strip()
-        except AssertionError:
-            return None
+        return self.read_cgroups(["."], [file]).files["."].get(file)
 
     def meminfo(self) -> dict[str, int]:
         """/proc/meminfo's kB fields in bytes (the node's: the file is not namespaced)."""
-        text = self._exec("cat", "/proc/meminfo")
-        fields = (line.split() for line in text.splitlines())
-        return {f[0].rstrip(":"): int(f[1]) * 1024 for f in fields if len(f) == 3 and f[2] == "kB"}
+        return self.read_cgroups([], [], meminfo=True).meminfo
 
     def node_swap_usage(self) -> tuple[int, str]:
-        """What the kubelet reports as the node's swap usage, read where cAdvisor reads it for its
-        "/" cgroup (opencontainers/cgroups fs2 statMemory): the root's memory.swap.current when
-        the root has memory.current (a kind node: its own cgroup namespace), else, as cAdvisor
-        falls back to /proc/meminfo there, SwapTotal - SwapFree."""
-        if self.root_file("memory.current") is not None:
-            value = self.root_file("memory.swap.current")
-            if value is not None:
-                return int(value), "the node cgroup's memory.swap.current"
-        meminfo = self.meminfo()
-        return meminfo["SwapTotal"] - meminfo["SwapFree"], "SwapTotal - SwapFree (/proc/meminfo)"
+        """What the kubelet reports as the node's swap usage (see CgroupRead.node_swap_usage)."""
+        return self.read_cgroups(["."], NODE_SWAP_FILES, meminfo=True).node_swap_usage()
+
+
+NODE_SWAP_FILES = ("memory.current", "memory.swap.current")  # of the root: what node_swap_usage needs
+
+
+@dataclass(frozen=True)
+class CgroupRead:
+    """One `swapstress read-cgroups` on the node: files of several cgroups, read in one walk."""
+
+    unix_ms: int  # the node's clock when the read started
+    paths: dict[str, str | None]  # part -> its cgroup directory (None: no cgroup names it)
+    files: dict[str, dict[str, str | None]]  # part -> file -> content (None: unreadable)
+    meminfo: dict[str, int]  # /proc/meminfo's kB fields in bytes; empty unless asked for
+
+    @classmethod
+    def parse(cls, text: str) -> "CgroupRead":
+        document = json.loads(text)
+        cgroups = document["cgroups"]
+        meminfo = {}
+        for fields in (line.split() for line in (document.get("meminfo") or "").splitlines()):
+            if len(fields) == 3 and fields[2] == "kB":
+                meminfo[fields[0].rstrip(":")] = int(fields[1]) * 1024
+        return cls(document["unix_ms"], {part: (c or {}).get("path") for part, c in cgroups.items()},
+                   {part: dict((c or {}).get("files") or {}) for part, c in cgroups.items()}, meminfo)
+
+    def path(self, part: str) -> str:
+        if not self.paths.get(part):
+            raise AssertionError(f"no cgroup below {HOST_CGROUP} names {part}")
+        return str(self.paths[part])
+
+    def value(self, part: str, file: str) -> str:
+        """A file's content, stripped; an AssertionError naming what is missing."""
+        content = self.files.get(part, {}).get(file)
+        if content is None:
+            raise AssertionError(f"{file} of {self.path(part)} could not be read")
+        return content.strip()
+
+    def node_swap_usage(self) -> tuple[int, str]:
+        """What the kubelet reports as the node's swap usage, as cAdvisor reads it for its "/"
+        cgroup (opencontainers/cgroups fs2 statMemory): the root's memory.swap.current when the
+        root has memory.current (a kind node: its own cgroup namespace), else, as cAdvisor falls
+        back to /proc/meminfo there, SwapTotal - SwapFree. Needs "." read with NODE_SWAP_FILES
+        and meminfo."""
+        root = self.files.get(".", {})
+        if root.get("memory.current") is not None and root.get("memory.swap.current") is not None:
+            return int(str(root["memory.swap.current"]).strip()), "the node cgroup's memory.swap.current"
+        return self.meminfo["SwapTotal"] - self.meminfo["SwapFree"], "SwapTotal - SwapFree (/proc/meminfo)"
 
 
 # --- a kubelet's staticPodPath, written from a privileged pod ---------------------------------

@@ -444,12 +444,26 @@ def test_probe_noswap_matches_what_the_kernel_allows(bins: StressBinaries) -> No
     assert unprivileged.stdout.startswith("noswap-supported false error=")
 
 
-def test_find_cgroup_reads_the_named_containers_file(tmp_path: Path, bins: StressBinaries) -> None:
-    scope = tmp_path / "kubepods.slice" / "cri-containerd-0123456789abcdef0123.scope"
+def test_read_cgroups_reads_every_named_cgroup_in_one_walk(tmp_path: Path, bins: StressBinaries) -> None:
+    from e2e.nodefiles import CgroupRead
+
+    pod = tmp_path / "kubepods.slice" / "kubepods-burstable.slice" / "kubepods-burstable-pod0f0e0d0c_1111_2222_3333_444455556666.slice"
+    scope = pod / "cri-containerd-0123456789abcdef0123.scope"
     scope.mkdir(parents=True)
     (scope / "memory.swap.max").write_text("0\n")
-    found = run(bins, "find-cgroup", str(tmp_path), "0123456789abcdef0123", "memory.swap.max")
-    assert found.returncode == 0 and found.stdout == f"cgroup {scope}\n0\n"
-    missing = run(bins, "find-cgroup", str(tmp_path), "fedcba9876543210", "memory.swap.max")
-    assert missing.returncode == 1 and "no cgroup below" in missing.stdout
-    assert run(bins, "find-cgroup", str(tmp_path), "short", "memory.swap.max").returncode == 1
+    (pod / "memory.swap.current").write_text("4096\n")
+    (tmp_path / "memory.current").write_text("123\n")
+    (tmp_path / "memory.swap.current").write_text("8192\n")
+    out = run(bins, "read-cgroups", "--meminfo", str(tmp_path), "memory.swap.max,memory.swap.current,memory.current",
+              "0123456789abcdef0123", "pod0f0e0d0c-1111-2222-3333-444455556666", ".", "fedcba9876543210")
+    assert out.returncode == 0, out.stderr
+    read = CgroupRead.parse(out.stdout)
+    assert read.path("0123456789abcdef0123") == str(scope)
+    assert read.value("0123456789abcdef0123", "memory.swap.max") == "0"
+    assert read.files["0123456789abcdef0123"]["memory.swap.current"] is None  # not there: unreadable, not ""
+    assert read.value("pod0f0e0d0c-1111-2222-3333-444455556666", "memory.swap.current") == "4096"  # the API's UID finds the systemd slice
+    assert read.node_swap_usage() == (8192, "the node cgroup's memory.swap.current")
+    assert read.meminfo["MemTotal"] > 0 and read.unix_ms > 0
+    with pytest.raises(AssertionError, match="no cgroup below .* names fedcba9876543210"):
+        read.value("fedcba9876543210", "memory.swap.max")
+    assert run(bins, "read-cgroups", str(tmp_path), "memory.max", "short").returncode == 1

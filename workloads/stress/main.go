@@ -13,7 +13,7 @@
 //	swapstress true                        exit 0 (a cheap exec target)
 //	swapstress resident FILE...            bytes of each file resident in memory (mincore)
 //	swapstress probe-noswap                does the kernel accept tmpfs noswap? (privileged)
-//	swapstress find-cgroup ROOT ID FILE    a file of the cgroup named for a container id
+//	swapstress read-cgroups ROOT FILES PART...  files of many cgroups as one JSON document
 //	swapstress sample-cgroups ROOT         sample a pod's containers' memory (pod named on stdin)
 //
 // Progress goes to stdout as one event per line, "<event> <value> [key=value ...]", written
@@ -40,7 +40,7 @@ var commands = map[string]command{
 	"cat":            {runCat, "print files"},
 	"mountinfo":      {runMountinfo, "print /proc/self/mountinfo"},
 	"true":           {func([]string) error { return nil }, "exit 0"},
-	"find-cgroup":    {runFindCgroup, "print a file of the cgroup whose directory names a container id"},
+	"read-cgroups":   {runReadCgroups, "print files of many cgroups (and /proc/meminfo) as one JSON document"},
 	"resident":       {runResident, "bytes of each file resident in memory (mincore), e.g. tmpfs pages not swapped"},
 	"sample-cgroups": {runSampleCgroups, "sample memory.current/swap.current/max/swap.max of a pod's containers (pod on stdin)"},
 	"probe-noswap":   {runProbeNoswap, "mount a tmpfs with noswap, as the kubelet's probe does (privileged)"},
@@ -54,7 +54,7 @@ func emit(format string, args ...any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: swapstress COMMAND [flags]")
-	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "resident", "probe-noswap", "find-cgroup", "sample-cgroups"} {
+	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "resident", "probe-noswap", "read-cgroups", "sample-cgroups"} {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

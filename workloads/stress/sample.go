@@ -148,19 +148,7 @@ func sampleLoop(root string, interval time.Duration, lines <-chan string, deadli
 // findDir is the first directory below root whose name contains part, or part with "-" as "_"
 // (the systemd cgroup driver's spelling of a pod UID); "" if none yet.
 func findDir(root, part string) string {
-	systemd := strings.ReplaceAll(part, "-", "_")
-	var found string
-	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // cgroups come and go while we walk
-		}
-		if d.IsDir() && path != root && (strings.Contains(d.Name(), part) || strings.Contains(d.Name(), systemd)) {
-			found = path
-			return errFound
-		}
-		return nil
-	})
-	return found
+	return findDirs(root, []string{part})[part]
 }
 
 // sampleChildren reads sampleFiles of every child cgroup of dir, as `sample` lines sorted by
