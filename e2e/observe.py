@@ -136,6 +136,15 @@ class NodeObserver:
         response = self.core.list_namespaced_event(namespace, field_selector=selector, _preload_content=False)
         return [f"{e.get('type')} {e.get('reason')}: {e.get('message')}" for e in json.loads(response.data)["items"]]
 
+    def events_by_object(self, namespace: str) -> dict[str, list[str]]:
+        """Every event of the namespace, by the name of the object it is about (one API call)."""
+        response = self.core.list_namespaced_event(namespace, _preload_content=False)
+        found: dict[str, list[str]] = {}
+        for e in json.loads(response.data)["items"]:
+            name = (e.get("involvedObject") or {}).get("name", "")
+            found.setdefault(name, []).append(f"{e.get('type')} {e.get('reason')}: {e.get('message')}")
+        return found
+
     def node_events(self) -> list[dict[str, Any]]:
         response = self.core.list_event_for_all_namespaces(
             field_selector=f"involvedObject.kind=Node,involvedObject.name={self.node.name}", _preload_content=False
@@ -165,15 +174,10 @@ class NodeObserver:
 
     def explain(self, namespace: str, name: str) -> str:
         """What a human needs when an assertion about a pod fails: its YAML and its events."""
-        import yaml
-
         try:
-            pod = self.pod(namespace, name)
-            pod.get("metadata", {}).pop("managedFields", None)
-            events = self.events(namespace, name)
+            return explanation(self.pod(namespace, name), self.events(namespace, name))
         except Exception as error:  # the report must not hide the assertion that failed
             return f"(could not read pod {namespace}/{name}: {error})"
-        return f"--- pod {namespace}/{name}\n{yaml.safe_dump(pod, sort_keys=False)}--- events\n" + "\n".join(events)
 
     @staticmethod
     def _state(pod: dict[str, Any]) -> str:
@@ -282,6 +286,15 @@ class NodeObserver:
     def node_status(self) -> dict[str, Any]:
         response = self.core.read_node(self.node.name, _preload_content=False)
         return json.loads(response.data)
+
+
+def explanation(pod: dict[str, Any], events: list[str]) -> str:
+    """A pod's YAML (without managedFields) and its events, as a failure report shows them."""
+    import yaml
+
+    metadata = {k: v for k, v in pod.get("metadata", {}).items() if k != "managedFields"}
+    return (f"--- pod {metadata.get('namespace')}/{metadata.get('name')}\n"
+            f"{yaml.safe_dump({**pod, 'metadata': metadata}, sort_keys=False)}--- events\n" + "\n".join(events))
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
-"""memory.swap.max and memory.max of every container of every pod shape, read inside the
-container, against the oracle for the node's behavior, memory and swap capacity.
+"""memory.swap.max and memory.max of every container of every pod shape, read from the
+container's cgroup on the node (all containers in one read, by a privileged pod), against the
+oracle for the node's behavior, memory and swap capacity.
 
 Shapes with pod-level resources carry their own minimum kubelet version (PodShape.min_kubernetes):
 their tests skip, saying so, on an older node, and they are not deployed there."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,8 +14,9 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.conftest import observer_of
-from e2e.observe import NodeObserver, unique_name
+from e2e.conftest import Workspace, observer_of
+from e2e.nodefiles import CgroupRead, NodeFiles
+from e2e.observe import explanation, unique_name
 from e2e.record import Recorder
 from workloads.pods import QOS_SHAPES, PodShape, labels
 
@@ -25,16 +26,21 @@ CRITICAL_PRIORITY = {"system-node-critical": 2_000_001_000, "system-cluster-crit
 pytestmark = pytest.mark.shared_deployment("qos-shapes")
 
 
+CGROUP_FILES = ("memory.swap.max", "memory.max")
+
+
 @dataclass
 class ShapePods:
-    """All QoS shapes the node's kubelet supports, running on it under one behavior, in one namespace."""
+    """All QoS shapes the node's kubelet supports, as they ran on it under one behavior: the
+    pods as the API server returned them and every container's cgroup files, read together."""
 
     node: SwapNode
-    observer: NodeObserver
     namespace: str
-    pods: dict[str, dict[str, Any]]  # shape id -> the pod as the API server returns it
+    pods: dict[str, dict[str, Any]]  # shape id -> the pod as the API server returned it, running
     built: dict[str, dict[str, Any]] = field(default_factory=dict)  # shape id -> the manifest sent
     dropped: dict[str, str] = field(default_factory=dict)  # shape id -> why the API server changed it
+    cgroups: CgroupRead | None = None
+    explanations: dict[str, str] = field(default_factory=dict)  # shape id -> the pod and its events
 
     def pod(self, shape: PodShape) -> dict[str, Any]:
         """The shape's pod; a skip where the API server dropped its pod-level resources (the
@@ -44,46 +50,66 @@ class ShapePods:
         return self.pods[shape.id]
 
     def read(self, shape: PodShape, container: str, cgroup_file: str) -> str:
-        return self.observer.cgroup_value(self.namespace, shape.id, container, cgroup_file)
+        assert self.cgroups is not None
+        return self.cgroups.value(container_id(self.pods[shape.id], container), cgroup_file)
 
     def report(self, shape: PodShape) -> str:
-        return f"node: {self.node.describe()}\n" + self.observer.explain(self.namespace, shape.id)
+        return f"node: {self.node.describe()}\n" + self.explanations.get(shape.id, "")
 
 
-# Module scope: tests run grouped by behavior, so a behavior's shape pods are deleted as soon
-# as its cgroup tests are done (they request memory a later test's kubelet restart re-admits,
-# and would be candidates when a test drives the node into memory pressure).
+def container_id(pod: dict[str, Any], container: str) -> str:
+    """The running container's id (sidecars are init containers), as its cgroup directory names it."""
+    status = pod.get("status") or {}
+    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        if cs["name"] == container and cs.get("containerID"):
+            return cs["containerID"].rpartition("://")[2]
+    raise AssertionError(f"{pod['metadata']['name']}/{container}: no container id in the pod's status")
+
+
+# Module scope, per node and behavior: the shapes are deployed once, read once, and deleted
+# before the first test asserts anything. The node holds them only while they are read: they
+# request memory that a later test's kubelet restart re-admits, and would be candidates when
+# a test drives the node into memory pressure.
 @pytest.fixture(scope="module")
-def shape_pods_cache(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str], ShapePods]]:
-    cache: dict[tuple[str, str], ShapePods] = {}
-    yield cache
-    for deployed in cache.values():
-        if deployed.observer.cluster_reachable():  # one cluster at a time may have deleted it
-            deployed.observer.delete_namespace(deployed.namespace)
+def shape_pods_cache() -> dict[tuple[str, str], ShapePods]:
+    return {}
 
 
 @pytest.fixture
 def shape_pods(swap_node: SwapNode, shape_pods_cache: dict, request: pytest.FixtureRequest) -> ShapePods:
-    """Every pod shape deployed once per node and behavior (pods are created while the node runs
-    that behavior: the kubelet fixes a container's swap limit when it creates the container)."""
+    """Every pod shape, deployed once per node and behavior (pods are created while the node
+    runs that behavior: the kubelet fixes a container's swap limit when it creates the
+    container), read in one batch on the node, then deleted."""
     key = (f"{swap_node.cluster}/{swap_node.name}", swap_node.behavior)
     if key not in shape_pods_cache:
-        image = request.getfixturevalue("swap_provider").stress_image(swap_node)
-        observer = observer_of(swap_node)
-        namespace = observer.create_namespace(unique_name(f"ksc-shapes-{swap_node.behavior.lower()}"), labels("qos-shapes"))
-        deployed = ShapePods(swap_node, observer, namespace, {})
-        shape_pods_cache[key] = deployed
-        supported = [s for s in QOS_SHAPES if not s.min_kubernetes or swap_node.kubelet_at_least(s.min_kubernetes)]
+        shape_pods_cache[key] = deploy_and_read(swap_node, request.getfixturevalue("swap_provider").stress_image(swap_node))
+    return shape_pods_cache[key]
+
+
+def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
+    observer = observer_of(node)
+    namespace = observer.create_namespace(unique_name(f"ksc-shapes-{node.behavior.lower()}"), labels("qos-shapes"))
+    try:
+        deployed = ShapePods(node, namespace, {})
+        supported = [s for s in QOS_SHAPES if not s.min_kubernetes or node.kubelet_at_least(s.min_kubernetes)]
         for shape in supported:
             deployed.built[shape.id] = shape.manifest(image, namespace, f"qos-shapes-{shape.id}",
-                                                      swap_node.memory_capacity, swap_node.swap_capacity)
+                                                      node.memory_capacity, node.swap_capacity)
             observer.create(deployed.built[shape.id])
+        ws = Workspace(node, observer, namespace, image, "qos-shapes")
+        reader = NodeFiles.on(ws, node.name)
         for shape in supported:
             deployed.pods[shape.id] = observer.wait_running(namespace, shape.id)
             if (shape.pod_requests or shape.pod_limits) and not deployed.pods[shape.id]["spec"].get("resources"):
                 deployed.dropped[shape.id] = (f"the API server dropped the pod's spec.resources (PodLevelResources off"
-                                              f" there), so {shape.id} cannot be built on {swap_node.name}")
-    return shape_pods_cache[key]
+                                              f" there), so {shape.id} cannot be built on {node.name}")
+        ids = [container_id(deployed.pods[s.id], c) for s in supported for c in s.container_names()]
+        deployed.cgroups = reader.read_cgroups(ids, CGROUP_FILES)
+        events = observer.events_by_object(namespace)
+        deployed.explanations = {s.id: explanation(deployed.pods[s.id], events.get(s.id, [])) for s in supported}
+        return deployed
+    finally:
+        observer.delete_namespace(namespace)
 
 
 def _shape_param(shape: PodShape) -> Any:
