@@ -38,7 +38,7 @@ from e2e.eviction import (
 from e2e.gate import could_not_test
 from e2e.nodefiles import NodeFiles
 from e2e.observe import unique_name, wait_for
-from workloads.pods import GUARANTEED, Mi, alloc_command, stress_pod
+from workloads.pods import GUARANTEED, Mi, alloc_command, of_the_suite, stress_pod
 
 PRIORITIES = {"low": -10, "high": 10}  # this run's PriorityClasses
 HOG_REQUEST, HOG_LIMIT = 128 * Mi, 256 * Mi  # a swap share of at least 32 MiB on the suite's nodes (hog_allocation)
@@ -49,6 +49,7 @@ SETTLE_SECONDS = 180
 TAINT_SECONDS = 60
 QUIET_SECONDS = 60  # pressure over: no eviction for this long and no MemoryPressure (kept 30 s after the signal clears)
 ROOM_MARGIN = 64 * Mi  # allocatable left beyond the pods' requests once the threshold is set
+LEFTOVER_SECONDS = 300  # other tests' pods terminating (namespaces are deleted with grace period 0)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,25 @@ def settled_moment(watch: EvictionWatch, needs: dict[str, int]) -> Moment:
                             f" {full[0].node_memory if full else 'not looked at yet'}")
 
 
+def wait_for_other_tests_pods_to_go(ws: Workspace) -> list[str]:
+    """Wait (bounded) until no pod of another of the suite's tests is on the node; returns the
+    ones that were there at first."""
+    def others() -> list[str]:
+        return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in ws.observer.pods_on_node()
+                if of_the_suite(p) and p["metadata"]["namespace"] != ws.namespace]
+
+    first = others()
+    seen = list(first)
+
+    def gone() -> bool | None:
+        seen[:] = others()
+        return True if not seen else None
+
+    if first:
+        wait_for(f"other tests' pods to leave {ws.node.name}", gone, LEFTOVER_SECONDS, lambda: f"still there: {seen}")
+    return first
+
+
 def kubelet_config(ws: Workspace) -> dict:
     import json
 
@@ -203,6 +223,10 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
         could_not_test(request.config, f"the {swap_provider.name} provider cannot set a kubelet's eviction"
                        " thresholds for one test", swap_node.behavior)
     ws = workspace(swap_node)
+    # The threshold must leave room for every request on the node: other tests' pods, still
+    # terminating when this test's turn came, would take that room (seen on kind: 1.4 GB of
+    # pod shapes requested). This test runs alone, so nothing new arrives meanwhile.
+    leftovers = wait_for_other_tests_pods_to_go(ws)
     reader = NodeFiles.on(ws, swap_node.name, name="node-reader", critical=True)
     designed = deploy_designed(ws, priority_classes)
     hog = f"{ws.namespace}/hog"
@@ -237,8 +261,10 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
         settled = settled_moment(watch, {**needs, f"{ws.namespace}/room": room})
         plan = plan_at(settled, hog)
         requested = sum(oracle.pod_memory_request(p) for p in settled.pods.values())
+    others = {key: oracle.pod_memory_request(p) for key, p in settled.pods.items() if key not in designed}
     fits = f"requested {requested}, allocatable {capacity - plan.threshold} (capacity {swap_node.memory_capacity}" \
-           f" - reserved {swap_node.memory_capacity - capacity} - threshold {plan.threshold}), room pod {room}"
+           f" - reserved {swap_node.memory_capacity - capacity} - threshold {plan.threshold}), room pod {room};" \
+           f" also on the node (memory requests): {others}; other tests' pods waited out first: {leftovers}"
     if requested > capacity - plan.threshold:
         # Checked before any threshold is set: a failure with the figures, never a skip (an
         # inflated signal used to end the test here as "does not fit").

@@ -22,7 +22,7 @@ from e2e import oracle
 from e2e.conftest import Workspace
 from e2e.nodefiles import NodeFiles, NodeToolsUnavailable, StaticPodDir
 from e2e.observe import POD_START_SECONDS, wait_for
-from workloads.pods import SUITE_LABEL, static_pod
+from workloads.pods import of_the_suite, static_pod
 
 MIRROR_GONE_SECONDS = 180  # the kubelet kills the static pod and deletes its mirror pod
 
@@ -52,7 +52,7 @@ def test_static_pod_containers_get_no_swap(swap_node: SwapNode, workspace: Calla
     # kind keeps static pods on its control-plane node, which runs the same kubelet config.
     # The cluster's own: not a static pod of the suite's, which another test may be removing.
     by_node = {n: [p for p in ws.observer.pods_on_node(n) if oracle.CONFIG_MIRROR_ANNOTATION in
-                   ((p["metadata"].get("annotations")) or {}) and not _suites(p)]
+                   ((p["metadata"].get("annotations")) or {}) and not of_the_suite(p)]
                for n in [swap_node.name, *ws.observer.node_names()]}
     node, mirrors = next(((n, ps) for n, ps in by_node.items() if ps), (None, []))
     if not mirrors:
@@ -74,10 +74,6 @@ def test_static_pod_containers_get_no_swap(swap_node: SwapNode, workspace: Calla
                                 f"{oracle.readback_swap_max(decision.value)} ({decision}); {path}")
     assert checked, f"no running static pod container on {node}: {[p['metadata']['name'] for p in mirrors]}"
     assert not problems, "\n".join(problems)
-
-
-def _suites(pod: dict) -> bool:
-    return (pod["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") == SUITE_LABEL
 
 
 def _mirror(ws: Workspace, name: str) -> dict | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SUITE_LABEL = "kube-swap-conformance"
+PART_OF = "app.kubernetes.io/part-of"  # labels(): every pod of the suite carries PART_OF=SUITE_LABEL
 TEST_LABEL = "kube-swap-conformance/test"
 STRESS = "/swapstress"
 
@@ -124,10 +125,15 @@ class PodShape:
         return any(isinstance(v, PageEdge) for box in self.containers + self.init for v in box.requests.values())
 
 
+def of_the_suite(pod: dict[str, Any]) -> bool:
+    """Whether a pod (as the API returns it) is one of the suite's (see labels())."""
+    return (pod["metadata"].get("labels") or {}).get(PART_OF) == SUITE_LABEL
+
+
 def labels(test: str) -> dict[str, str]:
     # Label values are at most 63 characters of [A-Za-z0-9._-].
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in test)[-63:].strip("-._") or "test"
-    return {"app.kubernetes.io/part-of": SUITE_LABEL, TEST_LABEL: safe}
+    return {PART_OF: SUITE_LABEL, TEST_LABEL: safe}
 
 
 MEM_REQ = {"memory": "64Mi"}
