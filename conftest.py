@@ -62,11 +62,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="kind: a host profile appended to every cluster's kind config, e.g."
                          " clusters/kind/profiles/emulated-host.yaml (default: $KSC_KIND_CONFIG_PATCH);"
                          " it may not touch the kubelet configuration")
-    group.addoption("--one-cluster-at-a-time", action="store_true",
-                    default=os.environ.get("KSC_KIND_ONE_CLUSTER") == "1",
-                    help="kind: a behavior's cluster is created only when every test of the behaviors before it"
-                         " has finished, and their clusters are deleted first (for a host that cannot run two;"
-                         " default: $KSC_KIND_ONE_CLUSTER=1)")
     group.addoption("--keep-clusters", action="store_true", help="do not delete clusters/VMs at the end")
     group.addoption("--reuse-clusters", action="store_true",
                     help="use an existing suite cluster/VM of the right name instead of failing")
@@ -183,7 +178,6 @@ def pytest_configure(config: pytest.Config) -> None:
         run_dir = Path(tempfile.mkdtemp(prefix="ksc-run-"))
         config.stash[_run_start_key] = time.time()
     config.stash[_run_dir_key] = run_dir
-    config.pluginmanager.register(_FinishedRecorder(run_dir), "ksc-finished-recorder")
     if not _is_worker(config) and config.getoption("cleanup_leaked"):
         _cleanup_leaked(config)
 
@@ -288,7 +282,7 @@ def make_provider(config: pytest.Config) -> Provider:
         provider: Provider = KindProvider(
             config.getoption("kind_bin"), config.getoption("node_image"), run_dir, config.getoption("reuse_clusters"),
             config_patch=Path(patch) if patch else None, progress=progress_for(config, "kind"),
-            one_at_a_time=config.getoption("one_cluster_at_a_time"), behaviors=config.stash[_behaviors_key],
+            behaviors=config.stash[_behaviors_key],
         )
     elif name == "existing":
         from clusters.existing import ExistingProvider
@@ -355,9 +349,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # One behavior after another: a node that switches behavior in place (vm) switches once
     # per behavior, and a failure report reads by behavior. The sort is stable within one.
     items.sort(key=_behavior_of)
-    run_dir = config.stash[_run_dir_key]
-    for index, behavior in enumerate(swap_behaviors.ALL_BEHAVIORS):
-        shared.record_tests(run_dir, behavior, [i.nodeid for i in items if _behavior_of(i) == index])
     # Tests that share one expensive deployment per behavior (the 12 pod shapes) run on one
     # xdist worker, so each behavior's shapes are deployed once, not once per worker.
     for item in items:
@@ -365,17 +356,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if group and _behavior_of(item) >= 0:
             behavior = swap_behaviors.ALL_BEHAVIORS[_behavior_of(item)]
             item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{behavior}"))
-
-
-@pytest.hookimpl(trylast=True)
-class _FinishedRecorder:
-    """Which tests are done, in every process of the run, for one-cluster-at-a-time."""
-
-    def __init__(self, run_dir: Path):
-        self.run_dir = run_dir
-
-    def pytest_runtest_logfinish(self, nodeid: str, location: tuple) -> None:
-        shared.record_finished(self.run_dir, nodeid)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # pragma: no cover - only with -n
@@ -572,8 +552,6 @@ def _finish(session: pytest.Session, config: pytest.Config) -> None:
 
 def _kept(run_dir: Path, entry: dict) -> str:
     cluster = entry["cluster"]
-    if shared.recorded_ok(run_dir, f"deleted-{cluster}"):
-        return f"deleted kind cluster {cluster} when the next behavior's turn came (one cluster at a time)"
     how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
            else "stop it with `python -m clusters.vm down`")
     return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"

@@ -1,4 +1,5 @@
-"""The kind cluster config for a swap behavior: the static file, plus what a node version needs."""
+"""The kind cluster configs: the static file of each swap behavior (usable by hand), and the one
+cluster the suite creates, a control plane and one worker per behavior, rendered from them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from clusters.behaviors import normalize
 
 CONFIG_DIR = Path(__file__).resolve().parent / "kind"
 CLUSTER_PREFIX = "ksc-"
+# The suite's one cluster: a mixed node pool, as operators run them (KEP-5359 discusses
+# LimitedSwap and WorkloadControlledSwap nodes side by side).
+MIXED_CLUSTER = CLUSTER_PREFIX + "mixed"
+# On each worker: the swapBehavior its kubelet is to run (the provider confirms it by /configz).
+BEHAVIOR_LABEL = "kube-swap-conformance/swap-behavior"
 
 # NodeSwap went GA and was locked in 1.34: setting the gate there stops the kubelet
 # ("cannot set feature gate NodeSwap to true, feature is locked to true"). Before 1.34 it must
@@ -104,3 +110,35 @@ def kubelet_configuration(behavior: str) -> dict[str, Any]:
         if isinstance(document, dict) and document.get("kind") == "KubeletConfiguration":
             return document
     raise LookupError(f"{config_path(behavior)} has no KubeletConfiguration patch")
+
+
+def control_plane_behavior(behaviors: list[str]) -> str:
+    """The mixed cluster's cluster-wide kubelet behavior, so its control plane's: LimitedSwap
+    where selected (the static pods' "no swap for critical pods" then means something), else
+    the first behavior. Workers of the others are switched after creation."""
+    from clusters.behaviors import LIMITED_SWAP
+
+    return LIMITED_SWAP if LIMITED_SWAP in behaviors else behaviors[0]
+
+
+def render_mixed(behaviors: list[str], node_image: str | None = None, api_server_port: int | None = None,
+                 patch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The suite's one cluster: a control plane and one worker per behavior, labeled with it.
+
+    kubeadm gives every node the first node's KubeletConfiguration (kind#3849: a joining node
+    downloads the cluster's), so the cluster-wide patch is control_plane_behavior's file's, and
+    the provider switches each other worker's kubelet to its behavior through the node
+    container, confirmed by /configz, before any test. Feature gates are the union of the
+    behaviors' files (kind hands them to every component: the API server must accept
+    limits.swap on every node once one runs WorkloadControlledSwap)."""
+    behaviors = [normalize(b) for b in behaviors]
+    config = render(control_plane_behavior(behaviors), node_image, api_server_port, patch)
+    config["name"] = MIXED_CLUSTER
+    config["nodes"] = [{"role": "control-plane"}] + [
+        {"role": "worker", "labels": {BEHAVIOR_LABEL: b}} for b in behaviors]
+    gates = dict(config.get("featureGates") or {})
+    for behavior in behaviors:
+        gates.update(load(behavior).get("featureGates") or {})
+    if gates:
+        config["featureGates"] = gates
+    return config

@@ -1,8 +1,11 @@
-"""The `kind` provider: one kind cluster per swapBehavior, created on first use, shared by workers."""
+"""The `kind` provider: one kind cluster for the run, a control plane and one worker per swapBehavior
+(each worker's kubelet switched to its behavior, confirmed by /configz), created before the
+first test and shared by every xdist worker."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import threading
@@ -21,11 +24,11 @@ from clusters.discovery import api_client, discover, kubelet_config, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletConfigError, NodeKubelet
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
-from clusters.shared import created, get_or_create, record_created, recorded_ok, unfinished
+from clusters.vm.nodeimage import BUILD_NOTE_LABEL, FEATURE_GATES_LABEL
+from clusters.shared import get_or_create, record_created
 
 CREATE_WAIT = "5m"
 CREATE_SECONDS = 1800  # kind create as a whole; under emulation kubeadm alone may take 20 minutes
-ROOM_SECONDS = 4 * 3600  # one cluster at a time: how long a behavior may wait for the one before
 NODE_READY_SECONDS = 300
 # KEP-5359 targets alpha in 1.38; no released node image implements it before that.
 WORKLOAD_CONTROLLED_SWAP_SINCE = (1, 38)
@@ -105,13 +108,8 @@ class KindProvider(Provider):
 
     def __init__(self, kind_bin: str, node_image: str | None, shared_root: Path, reuse: bool,
                  api_ports: dict[str, int] | None = None, config_patch: Path | None = None,
-                 progress: Progress | None = None, one_at_a_time: bool = False,
-                 behaviors: Sequence[str] = ALL_BEHAVIORS):
+                 progress: Progress | None = None, behaviors: Sequence[str] = ALL_BEHAVIORS):
         self.progress: Progress = progress or (lambda message: None)
-        # One cluster at a time: a host that cannot run two (an emulated kind host) gets each
-        # behavior's cluster only after every test of the behaviors before it has finished, and
-        # their clusters go first.
-        self.one_at_a_time = one_at_a_time
         self.behaviors = [b for b in ALL_BEHAVIORS if b in behaviors]
         self.kind_bin = kind_bin
         self.node_image = node_image
@@ -121,6 +119,7 @@ class KindProvider(Provider):
         self.api_ports = api_ports if api_ports is not None else api_ports_from_env()
         self.config_patch = config_patch
         self.patch = kind_config.load_patch(config_patch) if config_patch else None
+        self._labels: dict[str, str] | None = None
 
     # --- what can be offered -------------------------------------------------------------------
 
@@ -135,17 +134,34 @@ class KindProvider(Provider):
                 "needs a node image built from a Kubernetes tree that implements KEP-5359"
                 " (pass --node-image); released kubelets reject this swapBehavior"
             )
+        if WORKLOAD_CONTROLLED_SWAP in self._image_labels().get(FEATURE_GATES_LABEL, "").split(","):
+            return None  # a build that implements it before 1.38 (the KEP-5359 prototype, a branch)
         version = kind_config.image_version(self.node_image)
         if version is not None and version[:2] < WORKLOAD_CONTROLLED_SWAP_SINCE:
             return f"node image {self.node_image} is Kubernetes {version[0]}.{version[1]}, before KEP-5359 (1.38)"
         return None
 
-    def preflight(self, behaviors: Sequence[str]) -> None:
-        clusters = [kind_config.cluster_name(b) for b in behaviors if self._why_not(b) is None]
-        preflight.require(preflight.kind_host_checks(
-            self.kind_bin, kind_config.image_version(self.node_image), clusters, self.node_image, self.api_ports))
+    def _image_labels(self) -> dict[str, str]:
+        """The node image's labels where the Docker host has it ({} otherwise: kind pulls it)."""
+        if self._labels is None:
+            self._labels = {}
+            if self.node_image:
+                done = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", self.node_image],
+                                      capture_output=True, text=True, timeout=60)
+                if done.returncode == 0:
+                    self._labels = json.loads(done.stdout or "null") or {}
+        return self._labels
 
-    # --- clusters -------------------------------------------------------------------------------
+    def _covered(self) -> list[str]:
+        return [b for b in self.behaviors if self._why_not(b) is None]
+
+    def preflight(self, behaviors: Sequence[str]) -> None:
+        covered = [b for b in behaviors if self._why_not(b) is None]
+        preflight.require(preflight.kind_host_checks(
+            self.kind_bin, kind_config.image_version(self.node_image), [kind_config.MIXED_CLUSTER], self.node_image,
+            self.api_ports, nodes=1 + len(covered)))
+
+    # --- the cluster ----------------------------------------------------------------------------
 
     def _kind(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return run_command([self.kind_bin, *args], timeout)
@@ -156,68 +172,38 @@ class KindProvider(Provider):
         return {line.strip() for line in output.splitlines() if line.strip() and " " not in line.strip()}
 
     def leaked(self) -> list[str]:
-        ours = {kind_config.cluster_name(b) for b in ALL_BEHAVIORS}
+        # The per-behavior names too: earlier versions of the suite made one cluster per behavior.
+        ours = {kind_config.MIXED_CLUSTER} | {kind_config.cluster_name(b) for b in ALL_BEHAVIORS}
         return sorted(self.clusters() & ours)
 
     def delete(self, cluster: str) -> str:
         return delete_cluster(self.kind_bin, cluster)
 
     def prepare(self, behaviors: Sequence[str]) -> None:
-        """Create every selected cluster now, one after another, before any test runs: creation
+        """Create the cluster and load the workload image now, before any test runs: creation
         never competes with tests for the CPU. (On a slow host that is the difference between a
         node's systemd reaching multi-user.target within kind's fixed 30 s and not.)"""
-        for behavior in behaviors:
-            if self._why_not(behavior):
-                continue
-            if self.one_at_a_time and behavior != self._covered()[0]:
-                break  # the others come when their turn does (node_for)
-            try:
-                self.stress_image(self.node_for(behavior))
-            except Exception as error:  # noqa: BLE001 - recorded under the cluster's key: its tests report it
-                self.progress(f"{kind_config.cluster_name(behavior)}: FAILED: {error}")
+        covered = [b for b in behaviors if self._why_not(b) is None]
+        if not covered:
+            return
+        try:
+            self.stress_image(self.node_for(covered[0]))
+        except Exception as error:  # noqa: BLE001 - recorded under the cluster's key: its tests report it
+            self.progress(f"{kind_config.MIXED_CLUSTER}: FAILED: {error}")
 
     def node_for(self, behavior: str) -> SwapNode:
         reason = self._why_not(behavior)
         if reason:
             raise NotCoveredError(behavior, reason)
-        cluster = kind_config.cluster_name(behavior)
-        if self.one_at_a_time:
-            self._make_room(behavior)
-        handle = get_or_create(self.shared_root, cluster, lambda: self._bring_up(behavior, cluster))
-        return SwapNode(**handle)
+        nodes = get_or_create(self.shared_root, kind_config.MIXED_CLUSTER, self._bring_up)
+        if behavior not in nodes:  # not selected when the cluster was made
+            raise NotCoveredError(behavior, f"{kind_config.MIXED_CLUSTER} has no {behavior} worker (behaviors of"
+                                            f" this run: {', '.join(nodes)})")
+        return SwapNode(**nodes[behavior])
 
-    def _covered(self) -> list[str]:
-        return [b for b in self.behaviors if self._why_not(b) is None]
-
-    def _make_room(self, behavior: str) -> None:
-        """Wait until every test of the behaviors before this one has finished, in any process
-        of the run, then delete their clusters (those this run created)."""
-        import time
-
-        earlier = self._covered()[: self._covered().index(behavior)] if behavior in self._covered() else []
-        cluster = kind_config.cluster_name(behavior)
-        deadline = time.monotonic() + ROOM_SECONDS
-        for before in earlier:
-            said = 0.0
-            while left := unfinished(self.shared_root, before):
-                if time.monotonic() > deadline:
-                    raise KindError(f"{cluster} waited {ROOM_SECONDS}s for {len(left)} {before} tests to finish"
-                                    f" (one cluster at a time), e.g. {left[0]}")
-                if time.monotonic() - said > 60:
-                    self.progress(f"{cluster}: waiting for {len(left)} {before} tests to finish (one cluster at a time)")
-                    said = time.monotonic()
-                time.sleep(2)
-            previous = kind_config.cluster_name(before)
-            ours = any(e.get("cluster") == previous for e in created(self.shared_root))
-            if ours:
-                get_or_create(self.shared_root, f"deleted-{previous}",
-                              lambda p=previous: {"message": self._delete_to_make_room(p, cluster)})
-
-    def _delete_to_make_room(self, previous: str, cluster: str) -> str:
-        self.progress(f"deleting {previous}: its tests are done and {cluster} is next (one cluster at a time)")
-        return delete_cluster(self.kind_bin, previous)
-
-    def _bring_up(self, behavior: str, cluster: str) -> dict[str, Any]:
+    def _bring_up(self) -> dict[str, Any]:
+        cluster = kind_config.MIXED_CLUSTER
+        behaviors = self._covered()
         self.workdir.mkdir(parents=True, exist_ok=True)
         kubeconfig = self.workdir / f"{cluster}.kubeconfig"
         if cluster in self.clusters():
@@ -229,7 +215,7 @@ class KindProvider(Provider):
             kubeconfig.write_text(self._kind("get", "kubeconfig", "--name", cluster).stdout)
         else:
             config_file = self.workdir / f"{cluster}.yaml"
-            config = kind_config.render(behavior, self.node_image, self.api_ports.get(cluster), self.patch)
+            config = kind_config.render_mixed(behaviors, self.node_image, self.api_ports.get(cluster), self.patch)
             config_file.write_text(yaml.safe_dump(config, sort_keys=False))
             # Recorded before creating: a half-created cluster is still ours to delete.
             record_created(self.shared_root, {"provider": self.name, "cluster": cluster, "kind_bin": self.kind_bin})
@@ -237,39 +223,67 @@ class KindProvider(Provider):
                     "--kubeconfig", str(kubeconfig), "--wait", CREATE_WAIT]
             if self.node_image:
                 argv += ["--image", self.node_image]
-            self.progress(f"creating {cluster} ({behavior}; image {self.node_image or 'kind default'})")
+            self.progress(f"creating {cluster}: a control plane and a worker for each of {', '.join(behaviors)}"
+                          f" (image {self.node_image or 'kind default'})")
             run_command([self.kind_bin, *argv], CREATE_SECONDS, on_line=lambda line: self.progress(f"{cluster}: {line}"))
-        self.progress(f"{cluster}: waiting for a Ready schedulable node running {behavior}")
-        node = self._wait_for_node(behavior, cluster, str(kubeconfig))
-        self.progress(f"{cluster}: {node.describe()}")
-        return dataclasses.asdict(node)
+        workers = self._wait_for_workers(cluster, str(kubeconfig), behaviors)
+        nodes = {}
+        for behavior, node in workers.items():
+            if node.behavior != behavior:
+                self.progress(f"{cluster}: switching {node.name}'s kubelet from {node.behavior} to {behavior}")
+                KindNodeKubelet(node, self.progress).set_swap_behavior(behavior)
+                node = self._discovered(node)
+            if node.behavior != behavior:
+                raise KindError(f"{node.name} of {cluster} runs {node.behavior} after its kubelet was switched to {behavior}")
+            node = dataclasses.replace(node, build_note=self._image_labels().get(BUILD_NOTE_LABEL, ""))
+            self.progress(f"{cluster}: {node.describe()}")
+            nodes[behavior] = dataclasses.asdict(node)
+        return nodes
 
-    def _wait_for_node(self, behavior: str, cluster: str, kubeconfig: str) -> SwapNode:
-        """kind --wait covers the control plane only; the worker may still be joining."""
+    def _discovered(self, node: SwapNode) -> SwapNode:
+        found = [n for n in discover(node.kubeconfig, self.name, node.cluster, cgroup_v2=True) if n.name == node.name]
+        if not found:
+            raise KindError(f"node {node.name} of {node.cluster} is not Ready and schedulable")
+        return found[0]
+
+    def _wait_for_workers(self, cluster: str, kubeconfig: str, behaviors: Sequence[str]) -> dict[str, SwapNode]:
+        """Each behavior's worker (by its label), Ready and schedulable: kind --wait covers the
+        control plane only, workers may still be joining."""
+        from clusters.discovery import api_client, get_json
+
+        self.progress(f"{cluster}: waiting for a Ready schedulable worker for each of {', '.join(behaviors)}")
         seen: list[SwapNode] = []
+        labeled: dict[str, str] = {}
 
-        def matching() -> SwapNode | None:
+        def every_worker() -> dict[str, SwapNode] | None:
+            items = get_json(api_client(kubeconfig, retries=False), "/api/v1/nodes", f"the node list of {cluster}")["items"]
+            labeled.clear()
+            labeled.update({(i["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL, ""): i["metadata"]["name"]
+                            for i in items})
             seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True)
-            return next((n for n in seen if n.behavior == behavior), None)
+            ready = {n.name: n for n in seen}
+            found = {b: ready[labeled[b]] for b in behaviors if labeled.get(b) in ready}
+            return found if len(found) == len(behaviors) else None
 
-
-        node = Retrying(
+        workers = Retrying(
             stop=stop_after_delay(NODE_READY_SECONDS),
             wait=wait_fixed(3),
             retry=retry_if_result(lambda found: found is None),
             retry_error_callback=lambda state: None,
-        )(matching)
-        if node is None:
+        )(every_worker)
+        if workers is None:
             raise KindError(
-                f"gave up after {NODE_READY_SECONDS}s waiting for a Ready schedulable node running"
-                f" {behavior} in {cluster}; last seen: {summary(seen)}"
+                f"gave up after {NODE_READY_SECONDS}s waiting for a Ready schedulable worker labeled"
+                f" {kind_config.BEHAVIOR_LABEL} for each of {', '.join(behaviors)} in {cluster}; labeled:"
+                f" {labeled}; Ready and schedulable: {summary(seen)}"
             )
-        if node.swap_capacity <= 0:
-            # kind nodes share the Docker host's swap: none there means every swap
-            # expectation would be 0, proving nothing.
-            raise KindError(f"node {node.name} of {cluster} reports no swap capacity: the Docker host has no"
-                            f" active swap ({preflight.SWAPFILE_COMMANDS})")
-        return node
+        for node in workers.values():
+            if node.swap_capacity <= 0:
+                # kind nodes share the Docker host's swap: none there means every swap
+                # expectation would be 0, proving nothing.
+                raise KindError(f"node {node.name} of {cluster} reports no swap capacity: the Docker host has no"
+                                f" active swap ({preflight.SWAPFILE_COMMANDS})")
+        return workers
 
     def stress_image(self, node: SwapNode) -> str:
         """Build the image archive (cached) and `kind load` it into the cluster, once per run."""
@@ -300,9 +314,6 @@ class KindProvider(Provider):
             if entry.get("provider") != self.name:
                 continue
             kind = entry.get("kind_bin") or self.kind_bin
-            if recorded_ok(self.shared_root, f"deleted-{entry['cluster']}"):
-                messages.append(f"deleted kind cluster {entry['cluster']} (when the next behavior's turn came)")
-                continue
             self.progress(f"deleting {entry['cluster']}")
             try:
                 messages.append(delete_cluster(kind, entry["cluster"]))

@@ -24,7 +24,7 @@ GiB = 1024**3
 # A kind cluster of one control plane and one worker, idle, takes about 1.2 GiB; the stress
 # workloads take what they are told. Asking for this much per cluster keeps the host out of
 # its own memory pressure, which would evict our test pods for reasons we do not test.
-MEMORY_PER_KIND_CLUSTER = 2 * GiB
+MEMORY_PER_KIND_NODE = GiB  # a kind node container (kubelet, containerd, its pods at rest)
 
 SWAPFILE_COMMANDS = (
     "sudo fallocate -l 4G /swapfile && sudo chmod 600 /swapfile && "
@@ -342,7 +342,7 @@ def check_api_ports(host: DockerHost, clusters: Sequence[str], api_ports: Mappin
 
 
 def remote_host_checks(host: DockerHost, files: tuple[str, str] | None, clusters: Sequence[str],
-                       api_ports: Mapping[str, int], node_image: str | None) -> list[Check]:
+                       api_ports: Mapping[str, int], node_image: str | None, nodes: int = 2) -> list[Check]:
     """The checks of a Docker host that is not this machine, from what Docker and a container say."""
     where = Check("docker host", True, f"{host.name} (kernel {host.kernel}, {host.mem_total / GiB:.1f} GiB):"
                   " not this machine; its swap, memory and kernel are what the kind nodes get")
@@ -353,7 +353,7 @@ def remote_host_checks(host: DockerHost, files: tuple[str, str] | None, clusters
         swap, memory = Check("swap", True, unknown), Check("free memory", True, unknown)
     else:
         swap = check_swap(files[0])
-        memory = check_memory(files[1], len(clusters) * MEMORY_PER_KIND_CLUSTER)
+        memory = check_memory(files[1], nodes * MEMORY_PER_KIND_NODE)
     return [where, swap, memory, check_noswap(host.kernel, lambda: None), check_api_ports(host, clusters, api_ports)]
 
 
@@ -413,7 +413,8 @@ def _read(path: str) -> str | None:
 
 
 def kind_host_checks(kind_bin: str, node_version: tuple[int, int, int] | None, clusters: Sequence[str],
-                     node_image: str | None = None, api_ports: Mapping[str, int] | None = None) -> list[Check]:
+                     node_image: str | None = None, api_ports: Mapping[str, int] | None = None,
+                     nodes: int = 2) -> list[Check]:
     """Everything a kind run needs from the host, all checked so the user sees every gap at once.
 
     The host is the Docker host: this machine when the engine runs here, otherwise whatever
@@ -426,7 +427,7 @@ def kind_host_checks(kind_bin: str, node_version: tuple[int, int, int] | None, c
     if host is not None and not host.is_this_machine():
         files = read_docker_host_files(node_image) if node_image and image.ok else None
         return [docker, kind, image, check_cache_dir(),
-                *remote_host_checks(host, files, clusters, api_ports or {}, node_image)]
+                *remote_host_checks(host, files, clusters, api_ports or {}, node_image, nodes)]
     return [
         docker,
         kind,
@@ -435,5 +436,5 @@ def kind_host_checks(kind_bin: str, node_version: tuple[int, int, int] | None, c
         check_swap(_read("/proc/swaps") or ""),
         check_cgroup_v2(_read("/proc/self/mounts") or "", _read("/sys/fs/cgroup/cgroup.controllers")),
         check_noswap(os.uname().release, probe_tmpfs_noswap),
-        check_memory(_read("/proc/meminfo") or "", len(clusters) * MEMORY_PER_KIND_CLUSTER),
+        check_memory(_read("/proc/meminfo") or "", nodes * MEMORY_PER_KIND_NODE),
     ]

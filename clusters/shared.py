@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,12 +59,6 @@ def recorded_error(root: Path, key: str) -> str | None:
     return json.loads(path.read_text()).get("error") if path.exists() else None
 
 
-def recorded_ok(root: Path, key: str) -> bool:
-    """Whether a creation of ``key`` succeeded in this run."""
-    path = root / f"{key}.json"
-    return path.exists() and "ok" in json.loads(path.read_text())
-
-
 def record_created(root: Path, entry: dict[str, Any]) -> None:
     """Append to the ledger of things this run created (call before starting to create)."""
     with _locked(root / f"{LEDGER}.lock"):
@@ -81,32 +74,3 @@ def created(root: Path) -> list[dict[str, Any]]:
 
 
 # --- one behavior after another (one cluster at a time) --------------------------------------
-
-TESTS = "tests-{behavior}.json"
-FINISHED = "finished.txt"
-
-
-def record_tests(root: Path, behavior: str, nodeids: list[str]) -> None:
-    """The tests of a behavior, as collected (every process collects the same; first one wins)."""
-    path = root / TESTS.format(behavior=behavior)
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(nodeids))
-        tmp.replace(path)
-
-
-def record_finished(root: Path, nodeid: str) -> None:
-    fd = os.open(root / FINISHED, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (nodeid + "\n").encode())
-    finally:
-        os.close(fd)
-
-
-def unfinished(root: Path, behavior: str) -> list[str]:
-    """Tests of ``behavior`` that have not finished yet (in any process of the run)."""
-    path = root / TESTS.format(behavior=behavior)
-    if not path.exists():
-        return []
-    finished = set((root / FINISHED).read_text().splitlines()) if (root / FINISHED).exists() else set()
-    return [nodeid for nodeid in json.loads(path.read_text()) if nodeid not in finished]

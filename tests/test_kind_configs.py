@@ -71,6 +71,30 @@ def test_render_keeps_behavior_gate_and_adds_node_swap() -> None:
     assert kind_config.render(NO_SWAP)["name"] == "ksc-noswap"
 
 
+def test_the_mixed_cluster_has_a_labeled_worker_per_behavior_and_the_union_of_their_gates() -> None:
+    rendered = kind_config.render_mixed([NO_SWAP, LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP], "kindest/node:v1.38.0", 40001)
+    assert rendered["name"] == kind_config.MIXED_CLUSTER == "ksc-mixed"
+    assert rendered["nodes"] == [
+        {"role": "control-plane"},
+        {"role": "worker", "labels": {kind_config.BEHAVIOR_LABEL: NO_SWAP}},
+        {"role": "worker", "labels": {kind_config.BEHAVIOR_LABEL: LIMITED_SWAP}},
+        {"role": "worker", "labels": {kind_config.BEHAVIOR_LABEL: WORKLOAD_CONTROLLED_SWAP}},
+    ]
+    # cluster-wide (so the control plane's): LimitedSwap's committed KubeletConfiguration
+    assert rendered["kubeadmConfigPatches"] == kind_config.load(LIMITED_SWAP)["kubeadmConfigPatches"]
+    assert rendered["featureGates"] == {"WorkloadControlledSwap": True}
+    assert rendered["networking"] == {"apiServerPort": 40001}
+
+
+@pytest.mark.parametrize(("behaviors", "control_plane"), [
+    ([NO_SWAP, LIMITED_SWAP], LIMITED_SWAP), ([NO_SWAP], NO_SWAP), ([WORKLOAD_CONTROLLED_SWAP, NO_SWAP], WORKLOAD_CONTROLLED_SWAP)])
+def test_the_control_plane_runs_limited_swap_where_selected(behaviors: list[str], control_plane: str) -> None:
+    rendered = kind_config.render_mixed(behaviors)
+    assert kind_config.control_plane_behavior(behaviors) == control_plane
+    assert rendered["kubeadmConfigPatches"] == kind_config.load(control_plane)["kubeadmConfigPatches"]
+    assert "featureGates" not in rendered or WORKLOAD_CONTROLLED_SWAP in behaviors
+
+
 # --- the real kind binary ------------------------------------------------------------------------
 
 PLACEHOLDER = "ksc/not-a-node"
@@ -119,6 +143,14 @@ def test_real_kind_accepts_rendered_config_with_node_swap_gate(kind_cli: str, tm
     path.write_text(yaml.safe_dump(kind_config.render(LIMITED_SWAP, image)))
     result = kind_create(kind_cli, path, image, "ksc-validate-gate")
     assert "✓ Ensuring node image" in result.stdout + result.stderr, result.stderr
+
+
+def test_real_kind_accepts_the_rendered_mixed_config(kind_cli: str, tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(kind_config.render_mixed(list(ALL_BEHAVIORS), f"{PLACEHOLDER}:v0")))
+    result = kind_create(kind_cli, path, f"{PLACEHOLDER}:v0", "ksc-validate-mixed")
+    output = result.stdout + result.stderr
+    assert "✓ Ensuring node image" in output and "invalid configuration" not in output, output
 
 
 @pytest.mark.parametrize(

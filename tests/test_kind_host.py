@@ -1,13 +1,13 @@
 """Self-test of the kind path on a real kind host (select with ``-m kind``; boots a QEMU guest).
 
-Brings up the kind host with the local node image, creates ``ksc-noswap`` and then
-``ksc-limitedswap`` (one at a time: an emulated host cannot run two) through the unmodified
-``KindProvider`` (the real kind binary and the committed ``clusters/kind/<Behavior>.yaml``), and
-checks what kind's kubeadm made of the committed patch on *both* nodes of each cluster (the
-control plane and the joined worker): the live ``/configz`` runs the behavior with
-``failSwapOn: false``, every node reports the kind host's MemTotal and SwapTotal as its
-capacities, and the workload image is loaded into both. Then deletes the clusters and stops
-the host (``KSC_KIND_HOST_REUSE=1`` attaches to a running host and leaves it up).
+Brings up the kind host with the local node image, creates the suite's cluster ``ksc-mixed``
+(a control plane and a NoSwap and a LimitedSwap worker) through the unmodified
+``KindProvider`` (the real kind binary, the config rendered from the committed
+``clusters/kind/<Behavior>.yaml``, each worker's kubelet switched to its behavior), and checks
+every node: the live ``/configz`` runs the node's behavior (the control plane the cluster-wide
+patch's) with ``failSwapOn: false``, every node reports the kind host's MemTotal and SwapTotal
+as its capacities, and the workload image is loaded into each. Then deletes the cluster and
+stops the host (``KSC_KIND_HOST_REUSE=1`` attaches to a running host and leaves it up).
 """
 
 from __future__ import annotations
@@ -55,10 +55,9 @@ def kind_host():
 
 
 @pytest.fixture(scope="module")
-def cluster_of(kind_host, tmp_path_factory: pytest.TempPathFactory):
-    """``cluster_of(behavior)``: that behavior's cluster, made through the unmodified KindProvider
-    path. One cluster at a time: asking for the next deletes the previous (an emulated kind
-    host cannot run two), and the last one goes at the end; none may be left."""
+def mixed_cluster(kind_host, tmp_path_factory: pytest.TempPathFactory):
+    """The suite's one cluster, made through the unmodified KindProvider path; deleted at the
+    end, and none of the suite's may be left."""
     from clusters.kind_provider import KindProvider, delete_cluster
 
     host, state, built = kind_host
@@ -67,30 +66,19 @@ def cluster_of(kind_host, tmp_path_factory: pytest.TempPathFactory):
     kind = _kind_binary()
     patch = state.env().get("KSC_KIND_CONFIG_PATCH")
     provider = KindProvider(kind, built.ref, tmp_path_factory.mktemp("kind-run"), reuse=False,
-                            api_ports=state.api_ports, config_patch=Path(patch) if patch else None)
+                            api_ports=state.api_ports, config_patch=Path(patch) if patch else None, behaviors=BEHAVIORS)
     provider.preflight(list(BEHAVIORS))
-    current: dict[str, object] = {}
-
-    def get(behavior: str):
-        if behavior not in current:
-            for previous in list(current):
-                delete_cluster(kind, kind_config.cluster_name(previous))
-                del current[previous]
-            current[behavior] = provider.node_for(behavior)
-        return provider, current[behavior]
-
     try:
-        yield get
+        yield provider, {b: provider.node_for(b) for b in BEHAVIORS}
     finally:
-        for previous in current:
-            delete_cluster(kind, kind_config.cluster_name(previous))
+        delete_cluster(kind, kind_config.MIXED_CLUSTER)
         left = set(subprocess.run([kind, "get", "clusters"], capture_output=True, text=True).stdout.split())
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        assert not left & {kind_config.cluster_name(b) for b in BEHAVIORS}, left
+        assert kind_config.MIXED_CLUSTER not in left, left
 
 
 def _guest_meminfo(host) -> dict[str, int]:
@@ -105,31 +93,34 @@ def _nodes(node) -> list[dict]:
     return get_json(api_client(node.kubeconfig), "/api/v1/nodes", "the node list")["items"]
 
 
-@pytest.mark.parametrize("behavior", BEHAVIORS)
-def test_every_node_runs_the_committed_kubelet_patch_and_reports_the_hosts_memory_and_swap(
-        kind_host, cluster_of, behavior: str) -> None:
+def test_every_node_runs_its_behavior_and_reports_the_hosts_memory_and_swap(kind_host, mixed_cluster) -> None:
     from clusters.discovery import api_client, kubelet_config
 
     host, state, _ = kind_host
-    provider, node = cluster_of(behavior)
-    items = _nodes(node)
-    cluster = kind_config.cluster_name(behavior)
-    assert sorted(i["metadata"]["name"] for i in items) == [f"{cluster}-control-plane", f"{cluster}-worker"]
-    api = api_client(node.kubeconfig)
+    provider, workers = mixed_cluster
+    cluster = kind_config.MIXED_CLUSTER
+    items = _nodes(workers[NO_SWAP])
+    want = {f"{cluster}-control-plane": kind_config.control_plane_behavior(list(BEHAVIORS)),
+            **{node.name: behavior for behavior, node in workers.items()}}
+    assert sorted(i["metadata"]["name"] for i in items) == sorted(want)
+    api = api_client(workers[NO_SWAP].kubeconfig)
     meminfo = _guest_meminfo(host)
     for item in items:
         name = item["metadata"]["name"]
         live = kubelet_config(api, name)
-        # kubeadm applies the first node's KubeletConfiguration to every node: the committed
-        # cluster-wide patch must have reached the joined worker too
-        assert live["memorySwap"]["swapBehavior"] == behavior, (name, live.get("memorySwap"))
+        # kubeadm gives every node the first one's KubeletConfiguration; the provider switched
+        # the other workers: each runs its own, with the rest of the committed patch
+        assert live["memorySwap"]["swapBehavior"] == want[name], (name, live.get("memorySwap"))
         assert live["failSwapOn"] is False, name
-        # both nodes share the kind host's kernel: its MemTotal and SwapTotal, exactly
+        if name in (n.name for n in workers.values()):
+            behavior = want[name]
+            assert (item["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL) == behavior, name
+        # every node shares the kind host's kernel: its MemTotal and SwapTotal, exactly
         assert item["status"]["capacity"]["memory"] == f"{meminfo['MemTotal'] // 1024}Ki", (name, item["status"]["capacity"])
         assert item["status"]["nodeInfo"]["swap"]["capacity"] == meminfo["SwapTotal"], (name, item["status"]["nodeInfo"])
-    # the workload image, as the suite loads it (kind load image-archive), on both nodes
-    ref = provider.stress_image(node)
-    for name in (f"{cluster}-control-plane", f"{cluster}-worker"):
+    # the workload image, as the suite loads it (kind load image-archive), on every node
+    ref = provider.stress_image(workers[NO_SWAP])
+    for name in want:
         listed = host.docker(state, "exec", name, "crictl", "images", "-o", "json")
         assert listed.returncode == 0, listed.stderr
         tags = [t for image in json.loads(listed.stdout)["images"] for t in image.get("repoTags") or []]

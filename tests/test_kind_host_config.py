@@ -27,7 +27,7 @@ def test_api_port_map_round_trips_and_rejects_garbage() -> None:
 
 
 def test_kind_host_offers_a_port_for_every_suite_cluster() -> None:
-    assert kindhost.cluster_names() == ["ksc-noswap", "ksc-limitedswap", "ksc-workloadcontrolledswap"]
+    assert kindhost.cluster_names() == ["ksc-mixed", "ksc-noswap", "ksc-limitedswap", "ksc-workloadcontrolledswap"]
 
 
 def test_rendered_config_fixes_the_api_server_port_only_when_asked() -> None:

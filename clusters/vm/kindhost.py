@@ -46,7 +46,6 @@ HOSTNAME = "ksc-kind-host"
 DOCKER_PORT = 2375
 API_PORTS_ENV = "KSC_KIND_API_PORTS"
 CONFIG_PATCH_ENV = "KSC_KIND_CONFIG_PATCH"
-ONE_CLUSTER_ENV = "KSC_KIND_ONE_CLUSTER"
 EMULATED_HOST_PROFILE = Path(__file__).resolve().parents[1] / "kind" / "profiles" / "emulated-host.yaml"
 DISK_SIZE = "40G"  # sparse: node images, one /var volume per kind node, pods
 
@@ -125,9 +124,10 @@ def guest_files() -> dict[str, bytes]:
 
 
 def cluster_names() -> list[str]:
-    from clusters.kind_config import cluster_name
+    """The suite's cluster, then one per behavior (the committed configs, created by hand)."""
+    from clusters.kind_config import MIXED_CLUSTER, cluster_name
 
-    return [cluster_name(b) for b in ALL_BEHAVIORS]
+    return [MIXED_CLUSTER] + [cluster_name(b) for b in ALL_BEHAVIORS]
 
 
 def format_api_ports(ports: dict[str, int]) -> str:
@@ -167,9 +167,8 @@ class KindHostState:
 
     def env(self) -> dict[str, str]:
         env = {"DOCKER_HOST": f"tcp://127.0.0.1:{self.docker_port}", API_PORTS_ENV: format_api_ports(self.api_ports)}
-        if self.accel == "tcg":  # emulated CPU: patience, and room for one cluster only
+        if self.accel == "tcg":  # emulated CPU: patience
             env[CONFIG_PATCH_ENV] = str(EMULATED_HOST_PROFILE)
-            env[ONE_CLUSTER_ENV] = "1"
         return env
 
 

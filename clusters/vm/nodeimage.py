@@ -400,11 +400,26 @@ def _sha(path: Path) -> str:
     return image._file_sha(path)  # noqa: SLF001 - the same remembered hashing as the vm disks
 
 
+# Image labels a kind provider reads (docker image inspect) to know what a node image's build
+# offers beyond its version: opt-in feature gates it turns on (KEP-5359 before 1.38) and a
+# prototype's mark, which every report line then carries.
+FEATURE_GATES_LABEL = "io.kube-swap-conformance.feature-gates"
+BUILD_NOTE_LABEL = "io.kube-swap-conformance.build-note"
+
+
+def build_labels(source: "str | KubernetesSource") -> dict[str, str]:
+    if isinstance(source, str):
+        return {}
+    labels = {FEATURE_GATES_LABEL: ",".join(source.feature_gates), BUILD_NOTE_LABEL: source.prototype_note}
+    return {k: v for k, v in labels.items() if v}
+
+
 def build_node_image(k8s_version: "str | KubernetesSource" = versions.KUBERNETES, *, root: Path | None = None,
                      progress: Progress = print) -> NodeImage:
     """Build (or find cached) the node image archive for ``k8s_version`` (a release, or a
     KubernetesSource: patched release or local checkout, whose build id the image carries)."""
     root = root or cache_root()
+    labels = build_labels(k8s_version)
     bins = _build.build_all(k8s_version, root=root, progress=progress)
     k8s_version = bins.k8s_version
     crictl = _build.crictl_component().build(root, progress)
@@ -444,6 +459,7 @@ def build_node_image(k8s_version: "str | KubernetesSource" = versions.KUBERNETES
     inputs["kube-proxy"] = _sha(bins.kubernetes / "kube-proxy")
     inputs["kubectl"] = _sha(bins.kubernetes / "kubectl")
     inputs["coredns"] = _sha(coredns) if coredns else "none"
+    inputs["labels"] = json.dumps(labels, sort_keys=True)
     key = image._digest({"v": RECIPE_VERSION, "inputs": inputs})  # noqa: SLF001
     ref = f"{REPOSITORY}:{k8s_version.replace('+', '_')}-{key[:12]}"  # no '+' in a tag: v1.37.1_patch.…
     out = root / "vm" / "kind-node" / key
@@ -477,7 +493,7 @@ def build_node_image(k8s_version: "str | KubernetesSource" = versions.KUBERNETES
         progress("node image: writing the archive")
         write_tree_image_archive(tmp / "node-image.tar", result.archive_ref, stage,
                                  entrypoint=["/usr/local/bin/entrypoint", "/sbin/init"], env={"container": "docker"},
-                                 stop_signal="SIGRTMIN+3")
+                                 stop_signal="SIGRTMIN+3", labels=labels)
         shutil.rmtree(stage)
         shutil.rmtree(parts)
         size = (tmp / "node-image.tar").stat().st_size

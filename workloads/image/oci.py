@@ -185,6 +185,7 @@ def _config(
     cmd: list[str] | None,
     env: Mapping[str, str] | None,
     stop_signal: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
     env = dict(env or {})
     env_list = [] if "PATH" in env else [DEFAULT_PATH]
@@ -196,6 +197,8 @@ def _config(
         run_config["Cmd"] = list(cmd)
     if stop_signal is not None:
         run_config["StopSignal"] = stop_signal
+    if labels:
+        run_config["Labels"] = dict(labels)
     return {
         "architecture": arch,
         "os": "linux",
@@ -352,6 +355,7 @@ def write_tree_image_archive(
     cmd: list[str] | None = None,
     env: Mapping[str, str] | None = None,
     stop_signal: str | None = None,
+    labels: Mapping[str, str] | None = None,
     arch: str = "amd64",
 ) -> str:
     """Write a one-layer image archive whose layer is the directory ``tree`` as it is on disk
@@ -376,7 +380,7 @@ def write_tree_image_archive(
                     tar.add(child, arcname=child.name, filter=_tree_filter)
         layer_digest, layer_size = "sha256:" + hashing.sha.hexdigest(), hashing.size
         config = _blob(_canonical_json(_config(layer_digest, arch=arch, entrypoint=entrypoint, cmd=cmd, env=env,
-                                               stop_signal=stop_signal)))
+                                               stop_signal=stop_signal, labels=labels)))
         layer_descriptor = {"mediaType": MEDIA_TYPE_LAYER, "digest": layer_digest, "size": layer_size}
         manifest = _blob(_canonical_json({
             "schemaVersion": 2,
