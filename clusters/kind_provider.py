@@ -10,7 +10,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 from clusters import kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import api_client, discover, kubelet_config, summary
-from clusters.kubelet_config import KUBELET_CONFIG, KubeletConfigError, NodeKubelet
+from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from clusters.vm.nodeimage import BUILD_NOTE_LABEL, FEATURE_GATES_LABEL
@@ -103,7 +103,7 @@ class KindProvider(Provider):
     name = "kind"
     # A test that reconfigures a node's kubelet runs alone (e2e/alone.py): no other worker's
     # test meanwhile on the node it restarts.
-    sets_eviction_thresholds = True
+    reconfigures_kubelets = True
     restarts_kubelets = True
 
     def __init__(self, kind_bin: str, node_image: str | None, shared_root: Path, reuse: bool,
@@ -305,8 +305,8 @@ class KindProvider(Provider):
             raise KindError(f"node {node.name} of {node.cluster} is not Ready and schedulable after its kubelet restart")
         return found[0]
 
-    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> AbstractContextManager[None]:
-        return KindNodeKubelet(node, self.progress).eviction_thresholds(hard)
+    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
+        return KindNodeKubelet(node, self.progress).reconfigured(change)
 
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         messages = []

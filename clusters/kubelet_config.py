@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -97,18 +98,58 @@ class NodeKubelet(ABC):
         self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
 
     @contextmanager
-    def eviction_thresholds(self, hard: Mapping[str, str]) -> Iterator[None]:
-        # MemoryPressure stays 30 s after the signal clears (not the default 5 min): long enough
-        # for the node status and the controller's taint to show a short episode, short enough
-        # for the next test.
-        settings = {"evictionHard": dict(hard), "evictionPressureTransitionPeriod": TRANSITION_PERIOD}
-        original = self.change(lambda cfg: cfg.update(settings), lambda live: shows(live, settings),
-                               f"evictionHard {dict(hard)}")
+    def reconfigured(self, change: KubeletChange) -> Iterator[None]:
+        """Run the block with `change` made to the config file, live (confirmed by /configz); the
+        file is put back and that confirmed too, however the block ends."""
+        original = self.change(change.apply, change.live, change.what)
         try:
             yield
         finally:
             before = yaml.safe_load(original)
-            self.restart_with(original, lambda live: restored(live, before, settings), "eviction thresholds restored")
+            self.restart_with(original, lambda live: change.restored(live, before), f"{change.what}: restored")
+
+    def eviction_thresholds(self, hard: Mapping[str, str]) -> AbstractContextManager[None]:
+        return self.reconfigured(eviction_thresholds(hard))
+
+
+@dataclass(frozen=True)
+class KubeletChange:
+    """A change to a kubelet's config file for one test: how it is made, how /configz shows it
+    live, and how /configz shows it undone (given the file as it was before)."""
+
+    what: str
+    apply: Callable[[dict[str, Any]], None]
+    live: Callable[[Mapping[str, Any]], bool]
+    restored: Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+
+
+def settings(values: Mapping[str, Any], what: str) -> KubeletChange:
+    """Top-level fields set to these values."""
+    return KubeletChange(what, lambda cfg: cfg.update(values), lambda live: shows(live, values),
+                         lambda live, before: restored(live, before, values))
+
+
+def eviction_thresholds(hard: Mapping[str, str]) -> KubeletChange:
+    # MemoryPressure stays 30 s after the signal clears (not the default 5 min): long enough
+    # for the node status and the controller's taint to show a short episode, short enough
+    # for the next test.
+    return settings({"evictionHard": dict(hard), "evictionPressureTransitionPeriod": TRANSITION_PERIOD},
+                    f"evictionHard {dict(hard)}")
+
+
+def swap_behavior_unset() -> KubeletChange:
+    """memorySwap.swapBehavior removed from the file (failSwapOn stays false): the kubelet then
+    runs its own default, which the test reads from /configz and from a new container. So
+    "live" is any answer of the restarted kubelet (restart() returns once the old one is gone):
+    what it says is the test's to judge, not a condition to wait for."""
+    def apply(cfg: dict[str, Any]) -> None:
+        (cfg.get("memorySwap") or {}).pop("swapBehavior", None)
+
+    def behavior(config: Mapping[str, Any]) -> str:
+        return (config.get("memorySwap") or {}).get("swapBehavior") or ""
+
+    return KubeletChange("memorySwap.swapBehavior unset", apply, lambda live: True,
+                         lambda live, before: behavior(live) == behavior(before))
 
 
 def switch_behavior(cfg: dict[str, Any], behavior: str) -> None:

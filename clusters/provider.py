@@ -7,7 +7,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clusters.kubelet_config import KubeletChange
 
 
 def version_tuple(text: str) -> tuple[int, int, int]:
@@ -63,7 +66,7 @@ class NotCoveredError(RuntimeError):
 
 class Provider(ABC):
     name: str
-    sets_eviction_thresholds: bool = False  # implements eviction_thresholds
+    reconfigures_kubelets: bool = False  # implements reconfigured_kubelet (and so eviction_thresholds)
     restarts_kubelets: bool = False  # implements restart_kubelet
 
     @abstractmethod
@@ -80,12 +83,19 @@ class Provider(ABC):
         """The ref of the suite's workload image, present on `node` (never pulled)."""
         raise NotImplementedError(f"the {self.name} provider cannot place the workload image on a node")
 
+    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
+        """Run the block with the node's kubelet reconfigured by `change`, confirmed through
+        /configz; the kubelet's own configuration is restored, and confirmed, afterwards.
+        Raises NotCoveredError where the provider cannot reconfigure a kubelet for one test."""
+        raise NotCoveredError(node.behavior, f"the {self.name} provider cannot reconfigure a kubelet for one test"
+                                             f" ({change.what})")
+
     def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> AbstractContextManager[None]:
-        """Run the block with the node's kubelet using these evictionHard thresholds (and a short
-        evictionPressureTransitionPeriod), confirmed through /configz; the kubelet's own
-        configuration is restored, and confirmed, afterwards. Raises NotCoveredError where the
-        provider cannot reconfigure a kubelet for one test."""
-        raise NotCoveredError(node.behavior, f"the {self.name} provider cannot change a kubelet's eviction thresholds")
+        """The node's kubelet with these evictionHard thresholds (and a short
+        evictionPressureTransitionPeriod) for the block."""
+        from clusters.kubelet_config import eviction_thresholds
+
+        return self.reconfigured_kubelet(node, eviction_thresholds(hard))
 
     def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
         """Restart the node's kubelet, its swapBehavior switched to `behavior` if given, and

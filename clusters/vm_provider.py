@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import pytest
 
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import discover, summary
+from clusters.kubelet_config import KubeletChange
 from clusters.preflight import Check, PreflightError
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -30,7 +31,7 @@ CLUSTER = "ksc-vm"
 
 class VmProvider(Provider):
     name = "vm"
-    sets_eviction_thresholds = True
+    reconfigures_kubelets = True
     restarts_kubelets = True
 
     def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
@@ -152,8 +153,8 @@ class VmProvider(Provider):
         stopped = self.vm().down()
         return [f"stopped the vm node ({'it was running' if stopped else 'it was already down'})"]
 
-    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> AbstractContextManager[None]:
-        return self.vm().kubelet().eviction_thresholds(hard)
+    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
+        return self.vm().kubelet().reconfigured(change)
 
     def stress_image(self, node: SwapNode) -> str:
         # The guest image imports the workload image at boot; its ref is in the VM's state.

@@ -415,9 +415,10 @@ def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages
     milliseconds, manager/container.go updateStats. A failure prints every read.)"""
     from e2e.nodefiles import HOST_CGROUP
 
-    has_current = files.root_file("memory.current") is not None
+    first = files.read_cgroups(["."], ["memory.current"], meminfo=True)
+    has_current = first.files["."].get("memory.current") is not None
     paths = ([f"{HOST_CGROUP}/memory.current"] if has_current else []) + [f"{HOST_CGROUP}/memory.stat"]
-    capacity = files.meminfo()["MemTotal"]
+    capacity = first.meminfo["MemTotal"]
 
     def read() -> RootRead:
         out = observer.exec(files.ws.namespace, files.pod, "reader", ["/swapstress", "cat", *paths]).stdout

@@ -76,23 +76,6 @@ class NodeFiles:
         read = self.read_cgroups([name_part], [file])
         return read.path(name_part), read.value(name_part, file)
 
-    def pod_cgroup_file(self, uid: str, file: str) -> tuple[str, str]:
-        """A file of the pod's own cgroup (either cgroup driver's spelling of its UID)."""
-        return self.cgroup_file("pod" + uid, file)
-
-    def root_file(self, file: str) -> str | None:
-        """A file of the node's cgroup root, or None where the root has none (a real host's root
-        cgroup has no memory.current or memory.swap.current)."""
-        return self.read_cgroups(["."], [file]).files["."].get(file)
-
-    def meminfo(self) -> dict[str, int]:
-        """/proc/meminfo's kB fields in bytes (the node's: the file is not namespaced)."""
-        return self.read_cgroups([], [], meminfo=True).meminfo
-
-    def node_swap_usage(self) -> tuple[int, str]:
-        """What the kubelet reports as the node's swap usage (see CgroupRead.node_swap_usage)."""
-        return self.read_cgroups(["."], NODE_SWAP_FILES, meminfo=True).node_swap_usage()
-
 
 NODE_SWAP_FILES = ("memory.current", "memory.swap.current")  # of the root: what node_swap_usage needs
 

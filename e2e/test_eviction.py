@@ -83,7 +83,7 @@ DESIGNED = (
 def priority_classes(swap_node: SwapNode, swap_provider: Provider) -> Iterator[dict[str, str]]:
     from kubernetes import client
 
-    if not swap_provider.sets_eviction_thresholds:
+    if not swap_provider.reconfigures_kubelets:
         yield {}  # the test could not test
         return
     api = client.SchedulingV1Api(observer_of(swap_node).api)
@@ -216,7 +216,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
                                                        workspace: Callable[[SwapNode], Workspace],
                                                        priority_classes: dict[str, str],
                                                        request: pytest.FixtureRequest) -> None:
-    if not swap_provider.sets_eviction_thresholds:
+    if not swap_provider.reconfigures_kubelets:
         # A required check of the gate (e2e/verdict.py): where a provider cannot reconfigure a
         # kubelet for one test (existing: not the suite's cluster) it could not be tested: a skip
         # saying so, a failure under --gate.

@@ -221,6 +221,8 @@ class FakeObserver:
             if not path.endswith("/stop"):
                 w.followed.append(path.rsplit("/pod", 1)[1])
             return ExecResult("", "")
+        if argv[1] == "read-cgroups":
+            return ExecResult(self.read_cgroups(argv[2:]), "")
         assert argv[1] == "cat", argv
         out = []
         for path in argv[2:]:
@@ -238,6 +240,19 @@ class FakeObserver:
                 raise AssertionError(f"unexpected read {path}")
         return ExecResult("".join(out), "")
 
+    def read_cgroups(self, args: list[str]) -> str:
+        """`swapstress read-cgroups` of the node's root (the only cgroup the test reads so)."""
+        w = self.world
+        meminfo = "--meminfo" in args
+        root, files, *parts = [a for a in args if a != "--meminfo"]
+        assert parts in ([], ["."]), parts
+        values = {f: (f"{w.usage()}\n" if f == "memory.current" and w.host == "kind" else
+                      w.stat() if f == "memory.stat" else None) for f in files.split(",")}
+        document: dict[str, Any] = {"unix_ms": 0, "cgroups": {p: {"path": root, "files": values} for p in parts}}
+        if meminfo:
+            document["meminfo"] = f"MemTotal: {w.capacity // 1024} kB\nSwapTotal: {w.swap_capacity // 1024} kB\n"
+        return json.dumps(document)
+
     def samples(self) -> str:
         lines = []
         for key, pod in self.world.pods.items():
@@ -251,7 +266,7 @@ class FakeObserver:
 
 class FakeProvider:
     name = "fake"
-    sets_eviction_thresholds = True
+    reconfigures_kubelets = True
 
     def __init__(self, world: World):
         self.world = world

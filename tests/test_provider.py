@@ -60,12 +60,12 @@ def test_a_provider_without_the_capability_says_so() -> None:
             raise AssertionError
 
     node = SwapNode("LimitedSwap", "bare", "c", "kc", "n", "v1.37.1", "6.12", 1, 1, 1, True)
-    with pytest.raises(NotCoveredError, match="the bare provider cannot change a kubelet's eviction thresholds"):
+    with pytest.raises(NotCoveredError, match=r"the bare provider cannot reconfigure a kubelet for one test \(evictionHard"):
         with Bare().eviction_thresholds(node, {"memory.available": "1Gi"}):
             pass
     with pytest.raises(NotCoveredError, match="the bare provider cannot restart a kubelet for one test"):
         Bare().restart_kubelet(node, "NoSwap")
-    assert not Bare.sets_eviction_thresholds and not Bare.restarts_kubelets
+    assert not Bare.reconfigures_kubelets and not Bare.restarts_kubelets
 
 
 def test_providers_that_reach_their_nodes_reconfigure_kubelets() -> None:
@@ -74,6 +74,6 @@ def test_providers_that_reach_their_nodes_reconfigure_kubelets() -> None:
     from clusters.vm_provider import VmProvider
 
     for provider in (VmProvider, KindProvider):  # guest agent; docker exec into the node container
-        assert provider.restarts_kubelets and provider.sets_eviction_thresholds
+        assert provider.restarts_kubelets and provider.reconfigures_kubelets
     # a cluster the suite did not make is not its to reconfigure
-    assert not ExistingProvider.restarts_kubelets and not ExistingProvider.sets_eviction_thresholds
+    assert not ExistingProvider.restarts_kubelets and not ExistingProvider.reconfigures_kubelets
