@@ -275,6 +275,11 @@ class NodeObserver:
         response = self.core.connect_get_node_proxy_with_path(self.node.name, path, _preload_content=False, _request_timeout=60)
         return response.data.decode()
 
+    def configz(self) -> dict[str, Any]:
+        """The node's live kubelet configuration (/configz)."""
+        body = json.loads(self.node_proxy("configz"))
+        return body.get("kubeletconfig", body)
+
     def pods_on_node(self, node: str | None = None) -> list[dict[str, Any]]:
         response = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node or self.node.name}",
                                                          _preload_content=False)

@@ -7,18 +7,20 @@ their tests skip, saying so, on an older node, and they are not deployed there."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from clusters.provider import SwapNode
+from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace, observer_of
 from e2e.nodefiles import CgroupRead, NodeFiles
-from e2e.observe import explanation, unique_name
+from e2e.observe import explanation, unique_name, wait_for
 from e2e.record import Recorder
-from workloads.pods import QOS_SHAPES, PodShape, labels
+from e2e.sizing import burstable_sizing
+from workloads.pods import QOS_SHAPES, Mi, PodShape, labels, stress_pod
 
 CRITICAL_PRIORITY = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
 
@@ -182,3 +184,49 @@ def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode) -> Non
     ]
     assert any(v > 0 for v in expected) and any(v == 0 for v in expected)
     assert limited_swap_node.swap_capacity > 0, f"node has no swap: {limited_swap_node.describe()}"
+
+
+SYSTEM_RESERVED = 512 * Mi  # far more than a page's worth of difference in any share
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.runs_alone("restarts the node's kubelet with memory reserved for the system")
+def test_the_swap_share_is_of_the_nodes_capacity_not_its_allocatable(
+        swap_node: SwapNode, swap_provider: Provider, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """The LimitedSwap share divides by the node's memory capacity (cAdvisor's MemoryCapacity,
+    kuberuntime_container_linux.go calcSwapForBurstablePods), not by what the kubelet leaves
+    pods: on a node that reserves memory (systemReserved) a kubelet dividing by allocatable
+    writes a larger share. The suite's nodes reserve none, so this test reserves some."""
+    from kubernetes.utils import parse_quantity
+
+    from clusters.kubelet_config import settings
+
+    if not swap_provider.reconfigures_kubelets:
+        pytest.skip(f"the {swap_provider.name} provider cannot reconfigure a kubelet for one test")
+    ws = workspace(swap_node)
+    reserve = settings({"systemReserved": {"memory": str(SYSTEM_RESERVED)}}, f"systemReserved memory {SYSTEM_RESERVED}")
+    try:
+        with swap_provider.reconfigured_kubelet(swap_node, reserve):
+            hard = (ws.observer.configz().get("evictionHard") or {}).get("memory.available", "0")
+            assert not hard.endswith("%"), f"evictionHard memory.available {hard}: a percentage is not modelled here"
+            want_allocatable = swap_node.memory_capacity - SYSTEM_RESERVED - int(parse_quantity(hard))
+
+            def allocatable() -> int | None:
+                value = int(parse_quantity(ws.observer.node_status()["status"]["allocatable"]["memory"]))
+                return value if value == want_allocatable else None
+
+            # What was built, first: the node really reserves the memory (status every 10 s).
+            wait_for(f"allocatable memory {want_allocatable} (capacity - systemReserved - evictionHard)", allocatable,
+                     120, lambda: str(ws.observer.node_status()["status"]["allocatable"]))
+            requests, limits = burstable_sizing(swap_node, headroom=32 * Mi).resources()
+            pod = ws.deploy(stress_pod("reserved", ws.image, ws.namespace, ws.test, ["/swapstress", "pause"],
+                                       requests, limits))
+            ws.running("reserved")
+            decision = oracle.decide_swap("LimitedSwap", pod, "stress", swap_node.memory_capacity, swap_node.swap_capacity)
+            got = ws.observer.cgroup_value(ws.namespace, "reserved", "stress", "memory.swap.max")
+            want = oracle.readback_swap_max(decision.value)
+            assert ws.record.check("memory.swap.max on a node reserving memory", want, got,
+                                   f"{decision}; systemReserved {SYSTEM_RESERVED}, allocatable {want_allocatable}"), \
+                f"memory.swap.max {got}, expected {want} ({decision}; allocatable {want_allocatable})\n" + ws.explain("reserved")
+    except NotCoveredError as error:
+        pytest.fail(str(error))

@@ -182,13 +182,6 @@ def wait_for_other_tests_pods_to_go(ws: Workspace) -> list[str]:
     return first
 
 
-def kubelet_config(ws: Workspace) -> dict:
-    import json
-
-    body = json.loads(ws.observer.node_proxy("configz"))
-    return body.get("kubeletconfig", body)
-
-
 def hugepages_taken_off(ws: Workspace, config: dict) -> int:
     """The hugepages capacity the kubelet takes off node availableBytes (0 where it does not)."""
     if not oracle.hugepage_aware_eviction(ws.node.kubelet_version, config.get("featureGates")):
@@ -236,7 +229,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
 
     # The signal the plan rests on, against what the node really has: an inflated availableBytes
     # would make the threshold meaningless (it used to make it "not fit", a skip).
-    config = kubelet_config(ws)
+    config = ws.observer.configz()
     signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
     assert ws.record.check("/stats/summary node memory against the node's cgroup files", [], signal.problems,
                            "availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file"), \

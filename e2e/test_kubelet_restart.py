@@ -134,3 +134,33 @@ def _recreated(ws: Workspace, name: str, old_id: str) -> Container | None:
     if status.get("containerID") in (None, old_id) or "running" not in (status.get("state") or {}):
         return None
     return container(ws, name)
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.runs_alone("restarts the node's kubelet with its swapBehavior unset")
+def test_an_unset_swap_behavior_means_no_swap(swap_node: SwapNode, swap_provider: Provider,
+                                              workspace: Callable[[SwapNode], Workspace]) -> None:
+    """A kubelet whose config file has failSwapOn: false and no memorySwap.swapBehavior runs
+    NoSwap (KEP-2400: NoSwap is the default; v1.37.1 leaves the field empty, defaults.go, and
+    treats "" as NoSwap, kuberuntime_container_linux.go GetContainerSwapBehavior). The suite
+    otherwise always writes the field, so a kubelet that defaulted an unset value to
+    LimitedSwap would pass everything else. Run on a LimitedSwap node, where the two differ."""
+    from clusters.behaviors import normalize
+    from clusters.kubelet_config import swap_behavior_unset
+
+    if not swap_provider.reconfigures_kubelets:
+        pytest.skip(f"the {swap_provider.name} provider cannot reconfigure a kubelet for one test")
+    ws = workspace(swap_node)
+    try:
+        with swap_provider.reconfigured_kubelet(swap_node, swap_behavior_unset()):
+            live = (ws.observer.configz().get("memorySwap") or {}).get("swapBehavior")
+            pod = ws.deploy(burstable_pod(ws, "unset"))
+            got = container(ws, "unset")
+            want = expected(ws, pod, "NoSwap", "NoSwap")
+            context = f"/configz swapBehavior {live!r}; {got}\n" + ws.explain("unset")
+            assert ws.record.check("/configz swapBehavior with none in the file", "NoSwap", normalize(live or ""),
+                                   "failSwapOn: false, memorySwap.swapBehavior absent"), context
+            assert ws.record.check("memory.swap.max of a Burstable pod with swapBehavior unset", want, got.swap_max,
+                                   "unset means NoSwap"), context
+    except NotCoveredError as error:
+        pytest.fail(str(error))

@@ -206,9 +206,10 @@ class FakeObserver:
                            "conditions": [{"type": "MemoryPressure", "status": "True" if w.pressure() else "False"}]},
                 "spec": {"taints": [{"key": "node.kubernetes.io/memory-pressure"}] if w.pressure() else []}}
 
+    def configz(self) -> dict[str, Any]:
+        return {"featureGates": {}}
+
     def node_proxy(self, path: str) -> str:
-        if path == "configz":
-            return json.dumps({"kubeletconfig": {"featureGates": {}}})
         assert path == "stats/summary", path
         return json.dumps(self.world.summary())
 

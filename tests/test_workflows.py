@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters import behaviors, versions
+from clusters import behaviors, kind_config, versions
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -23,7 +23,7 @@ NODE_IMAGES = ROOT / "clusters" / "kind" / "node-images.yaml"
 README = ROOT / "README.md"
 CI_RUN = ROOT / ".ci" / "run"
 
-SUITE_CLUSTERS = ("ksc-noswap", "ksc-limitedswap")
+SUITE_CLUSTERS = (kind_config.MIXED_CLUSTER,)  # the one cluster the kind provider creates
 USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*))?$")
 PINNED = re.compile(r"(?P<action>[\w.-]+/[\w./-]+)@(?P<sha>[0-9a-f]{40})")
 NODE_IMAGE = re.compile(r"kindest/node:v(?P<minor>1\.\d+)\.\d+@sha256:[0-9a-f]{64}")
