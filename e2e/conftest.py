@@ -16,6 +16,7 @@ from e2e.record import Recorder, Series
 from workloads.pods import labels
 
 if TYPE_CHECKING:
+    from e2e.nodefiles import NodeFiles
     from e2e.sampler import CgroupSampler
 
 _observers: dict[tuple[str, str], NodeObserver] = {}
@@ -43,7 +44,6 @@ class Workspace:
     deployed: list[str] = field(default_factory=list)
     sampled: list[tuple[str, str]] = field(default_factory=list)  # (pod, container) being sampled
     _sampler: CgroupSampler | None = None
-    _samplers: int = 0  # sampler pods made so far (each has its own name)
     _container_ids: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def deploy(self, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -52,16 +52,19 @@ class Workspace:
             self.deployed.append(manifest["metadata"]["name"])
         return manifest
 
+    def node_files(self) -> NodeFiles:
+        """The node's own files, read by the node agent (e2e/agent.py), started on first use."""
+        from e2e.agent import node_agent
+
+        return node_agent(self.observer, self.image)
+
     def deploy_sampled(self, manifest: dict[str, Any], container: str = "stress", interval: str = "100ms") -> dict[str, Any]:
-        """Deploy a pod whose container's memory is sampled from its cgroup on the node from
-        before it starts until the test ends (or `stop_sampling`): the report plots it. The
-        first call starts the sampler, at `interval`."""
+        """Deploy a pod whose container's memory the node agent samples from its cgroup, every
+        `interval` of the first call, from when it starts until the test ends: the report plots it."""
         from e2e.sampler import CgroupSampler
 
         if self._sampler is None:
-            self._samplers += 1
-            name = "cgroup-sampler" if self._samplers == 1 else f"cgroup-sampler-{self._samplers}"
-            self._sampler = CgroupSampler(self, interval, name).start()
+            self._sampler = CgroupSampler(self.node_files(), interval)
         name = manifest["metadata"]["name"]
         self.sampled.append((name, container))
         self.deploy(manifest)
@@ -69,12 +72,13 @@ class Workspace:
         return manifest
 
     def stop_sampling(self) -> dict[tuple[str, str], Series]:
-        """Stop the sampler; return (and record) every sampled container's series."""
+        """Every sampled container's series so far (recorded for the report); sampling of this
+        test's pods is over."""
         from e2e.sampler import parse_series
 
         if self._sampler is None:
             return {}
-        output = self._sampler.stop()
+        output = self._sampler.samples()
         self._sampler = None
         found = {}
         for pod, container in self.sampled:
@@ -100,6 +104,7 @@ class Workspace:
 
     def running(self, name: str) -> dict[str, Any]:
         pod = self.observer.wait_running(self.namespace, name)
+        self.record.phase(f"{name} running")
         for status in pod.get("status", {}).get("containerStatuses") or []:
             if status.get("containerID"):  # an evicted container's status may lose it
                 self._container_ids[(name, status["name"])] = status["containerID"]
@@ -129,6 +134,16 @@ def workspace(request: pytest.FixtureRequest) -> Iterator[Callable[[SwapNode], W
     for ws in made:
         ws.finish_sampling()
         ws.observer.delete_namespace(ws.namespace)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _node_agents() -> Iterator[None]:
+    """The node agents this process started go with it (e2e/agent.py)."""
+    from e2e.agent import remove_agents
+
+    yield
+    for problem in remove_agents():
+        warnings.warn(problem, stacklevel=1)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 HOST_CGROUP = "/host-cgroup"
 SCRATCH = "/scratch"  # the reader's own writable directory (the image has no other)
+EXEC_RETRY_SECONDS = 120
 
 
 @dataclass
@@ -27,13 +28,13 @@ class NodeFiles:
 
     @classmethod
     def on(cls, ws: Workspace, node: str, name: str = "cgroup-reader", critical: bool = False,
-           command: list[str] | None = None) -> "NodeFiles":
+           command: list[str] | None = None, extra_labels: dict[str, str] | None = None) -> "NodeFiles":
         """`critical`: system-node-critical, so the kubelet never evicts it under pressure.
         `command`: the reader's main process (default: it pauses)."""
         ws.deploy({
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": ws.namespace, "labels": labels(ws.test)},
+            "metadata": {"name": name, "namespace": ws.namespace, "labels": {**labels(ws.test), **(extra_labels or {})}},
             "spec": {
                 "nodeName": node,  # taints do not stop a pod bound by name (control-plane nodes)
                 "tolerations": [{"operator": "Exists"}],
@@ -57,12 +58,32 @@ class NodeFiles:
         """A file inside the reader itself (e.g. under SCRATCH)."""
         return self._exec("cat", path)
 
+    def read_optional(self, path: str) -> str:
+        """As read, "" where the file does not exist (yet): `cat` prints what it could read."""
+        return self._exec("cat", path, allowed=(0, 1))
+
     def touch(self, path: str) -> None:
         """Create an empty file inside the reader."""
         self._exec("fill", "--path", path, "--bytes", "0")
 
-    def _exec(self, *argv: str) -> str:
-        return self.ws.observer.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv]).stdout
+    def _exec(self, *argv: str, allowed: tuple[int, ...] = (0,)) -> str:
+        """Right after a kubelet restart its exec handler may not know the pod yet ("pod does
+        not exist"): a long-lived reader retries that, bounded."""
+        from kubernetes.client.exceptions import ApiException
+
+        from e2e.observe import wait_for
+
+        errors: list[str] = []
+
+        def attempt() -> str | None:
+            try:
+                return self.ws.observer.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv], allowed).stdout
+            except ApiException as error:
+                errors.append(f"{error.status} {str(error.reason)[-120:]}")
+                return None
+
+        return wait_for(f"`swapstress {' '.join(argv)[:80]}` in {self.ws.namespace}/{self.pod}", attempt, EXEC_RETRY_SECONDS,
+                        lambda: errors[-1] if errors else "")
 
     def read_cgroups(self, parts: Sequence[str], files: Sequence[str], meminfo: bool = False) -> CgroupRead:
         """FILES of every cgroup named by PARTS (a container id, "pod<uid>", or "." for the

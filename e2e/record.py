@@ -7,12 +7,14 @@ workers to the controller with the reports, and the JUnit XML carries them too."
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 CHECK_PROPERTY = "ksc_check"
 SERIES_PROPERTY = "ksc_series"
+PHASE_PROPERTY = "ksc_phase"  # {"phase": what was done, "t": seconds since the recorder was made}; for timing runs
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Recorder:
 
     def __init__(self, properties: list[tuple[str, object]]):
         self.properties = properties
+        self.started = time.monotonic()
 
     def check(self, name: str, expected: Any, observed: Any, inputs: str = "", ok: bool | None = None) -> bool:
         """Record a comparison and return whether it held (equality unless `ok` is given)."""
@@ -52,6 +55,11 @@ class Recorder:
 
     def series(self, series: Series) -> None:
         self.properties.append((SERIES_PROPERTY, json.dumps(asdict(series))))
+
+    def phase(self, what: str) -> None:
+        """Mark that `what` is done, with the time since this test's recorder was made: the
+        JUnit XML then says where a slow test spends its time."""
+        self.properties.append((PHASE_PROPERTY, json.dumps({"phase": what, "t": round(time.monotonic() - self.started, 1)})))
 
 
 def records(properties: Iterable[tuple[str, object]]) -> tuple[list[Check], list[Series]]:

@@ -1,25 +1,19 @@
 """A pod's containers' memory over time, sampled on the node from their cgroups while a test
-runs: `swapstress sample-cgroups` as the main process of a privileged pod, running before the
-pod is created and told to follow it as soon as it exists. What it reads is what the plots
-show: memory.current and memory.swap.current against the memory.max and memory.swap.max the
-kubelet wrote."""
+runs: by the node agent (e2e/agent.py: `swapstress sample-cgroups --keep` as the main process
+of a privileged pod for the whole run), told to follow the pod as soon as it exists. What it
+reads is what the plots show: memory.current and memory.swap.current against the memory.max
+and memory.swap.max the kubelet wrote."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from e2e.nodefiles import SCRATCH
+from e2e.agent import FOLLOW, SAMPLES
 from e2e.record import Series
 
 if TYPE_CHECKING:
-    from e2e.conftest import Workspace
     from e2e.nodefiles import NodeFiles
-
-FOLLOW = f"{SCRATCH}/follow"
-SAMPLES = f"{SCRATCH}/samples"
-RETRY_SECONDS = 120
 
 
 def _number(text: str) -> int | None:
@@ -60,54 +54,21 @@ def _ended(terminated: dict[str, Any] | None) -> str:
 
 
 class CgroupSampler:
-    """A privileged pod whose main process samples the pods it is told to follow: a main
-    process outlives a kubelet restart (the eviction test restarts it), an exec stream does
-    not. Pods are named by creating a file in its follow directory; samples go to a file in it.
-    `start()` before creating the pod, `follow(uid)` once it exists, `stop()` when done."""
+    """The pods one test has the node agent sample, each every `interval`: `follow(uid)` once
+    the pod exists (its containers' cgroups are found when they appear), `samples()` for what
+    was sampled so far. The agent's main process outlives a kubelet restart (the eviction test
+    restarts it); an exec stream would not."""
 
-    def __init__(self, ws: Workspace, interval: str = "100ms", name: str = "cgroup-sampler"):
-        self.ws = ws
+    def __init__(self, agent: NodeFiles, interval: str = "100ms"):
+        self.agent = agent
         self.interval = interval
-        self.name = name
-        self.files: NodeFiles | None = None
-        self.stopped = ""
-
-    def start(self) -> CgroupSampler:
-        from e2e.nodefiles import HOST_CGROUP, NodeFiles
-
-        command = ["/swapstress", "sample-cgroups", "--interval", self.interval, "--out", SAMPLES,
-                   "--follow-dir", FOLLOW, HOST_CGROUP]
-        self.files = NodeFiles.on(self.ws, self.ws.node.name, name=self.name, critical=True, command=command)
-        return self
+        self.followed: list[str] = []
 
     def follow(self, pod_uid: str) -> None:
-        self._retrying(f"following pod {pod_uid}", lambda: self.files.touch(f"{FOLLOW}/pod{pod_uid}") or "done")
+        self.agent.touch(f"{FOLLOW}/pod{pod_uid}@{self.interval}")
+        self.followed.append(pod_uid)
 
-    def stop(self) -> str:
-        """Stop sampling (once) and return every sample."""
-        if self.files is None:
-            return ""
-        if not self.stopped:
-            self._retrying("asking the sampler to stop", lambda: self.files.touch(f"{FOLLOW}/stop") or "done")
-            self.stopped = self._retrying("the sampler to stop", self._when_stopped)
-        return self.stopped
-
-    def _when_stopped(self) -> str | None:
-        text = self.files.read(SAMPLES)
-        return text if any(line.startswith("stopped ") for line in text.splitlines()) else None
-
-    def _retrying(self, what: str, attempt: Callable[[], str | None]) -> str:
-        # Right after a kubelet restart its exec handler may not know the pod yet ("pod does
-        # not exist"): retry, bounded.
-        from e2e.observe import wait_for
-
-        last: list[str] = [""]
-
-        def probe() -> str | None:
-            try:
-                return attempt()
-            except Exception as error:  # noqa: BLE001 - retried; the last one is reported
-                last[0] = repr(error)[:300]
-                return None
-
-        return wait_for(what, probe, RETRY_SECONDS, lambda: last[0])
+    def samples(self) -> str:
+        """Every sample of the followed pods so far (complete lines: the agent may be writing)."""
+        text = "".join(self.agent.read_optional(f"{SAMPLES}/pod{uid}") for uid in self.followed)
+        return "".join(line for line in text.splitlines(keepends=True) if line.endswith("\n"))

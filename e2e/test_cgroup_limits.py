@@ -16,7 +16,7 @@ import pytest
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 from e2e.conftest import Workspace, observer_of
-from e2e.nodefiles import CgroupRead, NodeFiles
+from e2e.nodefiles import CgroupRead
 from e2e.observe import explanation, unique_name, wait_for
 from e2e.record import Recorder
 from e2e.sizing import burstable_sizing
@@ -98,8 +98,7 @@ def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
             deployed.built[shape.id] = shape.manifest(image, namespace, f"qos-shapes-{shape.id}",
                                                       node.memory_capacity, node.swap_capacity)
             observer.create(deployed.built[shape.id])
-        ws = Workspace(node, observer, namespace, image, "qos-shapes")
-        reader = NodeFiles.on(ws, node.name)
+        reader = Workspace(node, observer, namespace, image, "qos-shapes").node_files()
         for shape in supported:
             deployed.pods[shape.id] = observer.wait_running(namespace, shape.id)
             if (shape.pod_requests or shape.pod_limits) and not deployed.pods[shape.id]["spec"].get("resources"):

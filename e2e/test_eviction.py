@@ -36,7 +36,7 @@ from e2e.eviction import (
     room_needed,
 )
 from e2e.gate import could_not_test
-from e2e.nodefiles import NodeFiles
+from e2e.agent import is_agent
 from e2e.observe import unique_name, wait_for
 from workloads.pods import GUARANTEED, Mi, alloc_command, of_the_suite, stress_pod
 
@@ -168,7 +168,7 @@ def wait_for_other_tests_pods_to_go(ws: Workspace) -> list[str]:
     ones that were there at first."""
     def others() -> list[str]:
         return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in ws.observer.pods_on_node()
-                if of_the_suite(p) and p["metadata"]["namespace"] != ws.namespace]
+                if of_the_suite(p) and not is_agent(p) and p["metadata"]["namespace"] != ws.namespace]
 
     first = others()
     seen = list(first)
@@ -220,17 +220,20 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     # terminating when this test's turn came, would take that room (seen on kind: 1.4 GB of
     # pod shapes requested). This test runs alone, so nothing new arrives meanwhile.
     leftovers = wait_for_other_tests_pods_to_go(ws)
-    reader = NodeFiles.on(ws, swap_node.name, name="node-reader", critical=True)
+    ws.record.phase("other tests' pods gone")
+    reader = ws.node_files()
     designed = deploy_designed(ws, priority_classes)
     hog = f"{ws.namespace}/hog"
     watch = EvictionWatch(ws.observer)
     needs = holding(ws)
     settled = settled_moment(watch, needs)
+    ws.record.phase("settled")
 
     # The signal the plan rests on, against what the node really has: an inflated availableBytes
     # would make the threshold meaningless (it used to make it "not fit", a skip).
     config = ws.observer.configz()
     signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
+    ws.record.phase("signal checked")
     assert ws.record.check("/stats/summary node memory against the node's cgroup files", [], signal.problems,
                            "availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file"), \
         f"/stats/summary node memory is not what the node has: {signal.problems}\n{signal.describe()}"
@@ -270,6 +273,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
 
     try:
         with swap_provider.eviction_thresholds(swap_node, {"memory.available": str(plan.threshold)}):
+            ws.record.phase("threshold live")
             began = time.monotonic()
             deadline = began + WATCH_SECONDS
             # Until the pressure is over (no eviction for QUIET_SECONDS and no MemoryPressure),
@@ -282,6 +286,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
                 watch.poll(stats=not watch.evictions)
                 pending = any(k not in {e.key for e in watch.evictions} for k in plan.expected)
                 time.sleep(0.2 if watch.evictions and pending else POLL_SECONDS)
+            ws.record.phase("pressure over" if watch.over(QUIET_SECONDS) else "watch ended")
             # The episode can be over in seconds; the node's condition is posted with its status
             # (every 10 s) and the taint follows it: keep looking a little while for both.
             settle = time.monotonic() + TAINT_SECONDS
@@ -291,6 +296,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     except NotCoveredError as error:  # the provider said it could, then could not
         pytest.fail(str(error))
 
+    ws.record.phase("kubelet restored")
     series = ws.stop_sampling()
     watch.refresh()
     usage = settled.working_set

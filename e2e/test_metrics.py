@@ -21,6 +21,7 @@ from e2e.conftest import Workspace
 from e2e.metrics import find, parse_prometheus, summary_container, summary_pod, swap_usage_mismatches
 from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles
 from e2e.observe import wait_for
+from e2e.record import Recorder
 from e2e.sizing import swapping_past_limit
 from workloads.pods import stress_pod
 
@@ -96,11 +97,13 @@ class SwappingPod:
 
 @pytest.fixture
 def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> SwappingPod:
+    # Its own per test: a pod shared by the tests of this module would be on the node between
+    # them, where the eviction test (which needs the node to hold only its own pods) may run.
     ws = workspace(swap_node)
     swapping_past_limit(ws, "swapping")
     pod = ws.observer.pod(ws.namespace, "swapping")
     container_id = next(s["containerID"] for s in pod["status"]["containerStatuses"] if s["name"] == "stress")
-    return SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], NodeFiles.on(ws, swap_node.name))
+    return SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], ws.node_files())
 
 
 def two_consistent_scrapes(what: str, scrape: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -171,7 +174,7 @@ def test_stats_summary_matches_the_cgroups(swap_node: SwapNode, swapping_pod: Sw
 
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.min_kubernetes("1.34")
-def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
+def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod: SwappingPod, record: Recorder) -> None:
     """container_swap_limit_bytes (1.34+) is the container's memory.swap.max, as read back.
 
     The kubelet reports it as swap available + swap used from the container's stats, and as 0
@@ -193,5 +196,5 @@ def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod:
                  lambda: f"values seen: {seen}")
     finally:
         last = seen[-1] if seen else None
-        ws.record.check("container_swap_limit_bytes", swap_max, last, "the container's memory.swap.max",
-                        ok=last == swap_max)
+        record.check("container_swap_limit_bytes", swap_max, last, "the container's memory.swap.max",
+                     ok=last == swap_max)

@@ -220,7 +220,7 @@ class FakeObserver:
         if argv[1] == "fill":
             path = argv[argv.index("--path") + 1]
             if not path.endswith("/stop"):
-                w.followed.append(path.rsplit("/pod", 1)[1])
+                w.followed.append(path.rsplit("/pod", 1)[1].split("@")[0])
             return ExecResult("", "")
         if argv[1] == "read-cgroups":
             return ExecResult(self.read_cgroups(argv[2:]), "")
@@ -235,8 +235,8 @@ class FakeObserver:
                 out.append(w.stat())
             elif path == "/proc/meminfo":
                 out.append(f"MemTotal: {w.capacity // 1024} kB\nSwapTotal: {w.swap_capacity // 1024} kB\n")
-            elif path.endswith("/samples"):
-                out.append(self.samples())
+            elif "/samples/pod" in path:
+                out.append(self.samples(path.rsplit("/pod", 1)[1]))
             else:
                 raise AssertionError(f"unexpected read {path}")
         return ExecResult("".join(out), "")
@@ -254,15 +254,19 @@ class FakeObserver:
             document["meminfo"] = f"MemTotal: {w.capacity // 1024} kB\nSwapTotal: {w.swap_capacity // 1024} kB\n"
         return json.dumps(document)
 
-    def samples(self) -> str:
+    def samples(self, uid: str) -> str:
+        """The node agent's file of samples of pod `uid` (e2e/agent.py)."""
         lines = []
         for key, pod in self.world.pods.items():
-            if pod["metadata"]["uid"] not in self.world.followed:
+            if pod["metadata"]["uid"] != uid or uid not in self.world.followed:
                 continue
             cid = pod["status"]["containerStatuses"][0]["containerID"].rpartition("://")[2]
             for ms in (1000, 2000):
                 lines.append(f"sample {ms} cri-containerd-{cid}.scope {self.world.ws[key]} {self.world.swap[key]} max max")
-        return "\n".join(lines + ["stopped reason=asked"]) + "\n"
+        return "".join(line + "\n" for line in lines)
+
+    def create_namespace(self, name: str, labels: dict[str, str]) -> str:
+        return name
 
 
 class FakeProvider:
@@ -288,7 +292,9 @@ def run(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.Monkey
     monkeypatch.setattr(time, "sleep", world.clock.sleep)
     node = SwapNode(behavior, "fake", "c", "kc", "node-1", "v1.37.1", "6.12.0", world.capacity, world.capacity,
                     world.swap_capacity, True)
-    ws = Workspace(node, FakeObserver(world), "ns", "img", "t", Recorder([]))  # type: ignore[arg-type]
+    observer = FakeObserver(world)
+    observer.node = node
+    ws = Workspace(node, observer, "ns", "img", "t", Recorder([]))  # type: ignore[arg-type]
     test_eviction.test_memory_pressure_evicts_in_the_kubelets_order(
         node, FakeProvider(world), lambda _: ws, {"low": "ksc-low", "high": "ksc-high"}, None)  # type: ignore[arg-type]
     return world

@@ -19,30 +19,37 @@ var sampleFiles = []string{"memory.current", "memory.swap.current", "memory.max"
 // runSampleCgroups samples the memory of pods' containers from the node's cgroup tree.
 //
 // Pods to follow are named by their cgroup directory name part ("pod<uid>"), one per line on
-// stdin or, with --follow-dir, one per (empty) file created in that directory. Every interval
-// it writes, per container cgroup below a followed pod's, `sample UNIX_MS DIR current swap max
-// swapmax` (a file the kernel does not offer reads "-"), to stdout or, with --out, to that
-// file. It stops sampling when told "stop" (a line, or a file of that name), when every
-// followed pod's cgroup is gone after it was seen, or after --timeout; on stdin's end too,
-// without --follow-dir.
+// stdin or, with --follow-dir, one per (empty) file created in that directory; "NAME@DURATION"
+// samples that pod every DURATION instead of every --interval. Every interval it writes, per
+// container cgroup below a followed pod's, `sample UNIX_MS DIR current swap max swapmax` (a
+// file the kernel does not offer reads "-"), to stdout, to --out FILE, or with --out-dir to
+// DIR/NAME, one file per followed pod. It stops sampling when told "stop" (a line, or a file of
+// that name), when every followed pod's cgroup is gone after it was seen (unless --keep), or
+// after --timeout; on stdin's end too, without --follow-dir.
 //
 // --follow-dir is for running it as a pod's main process, which (unlike an exec stream)
-// outlives a kubelet restart; after stopping it then idles until SIGTERM, so the file can
-// still be read.
+// outlives a kubelet restart; after stopping it then idles until SIGTERM, so the files can
+// still be read. With --keep and --out-dir one such pod serves a whole test run on its node:
+// each test names its pods and reads only their files.
 func runSampleCgroups(args []string) error {
 	fs := newFlagSet("sample-cgroups")
 	interval := fs.Duration("interval", 100*time.Millisecond, "time between samples")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop after this long whatever happens")
 	outPath := fs.String("out", "", "append samples to this file instead of stdout")
+	outDir := fs.String("out-dir", "", "append each followed pod's samples to a file of its name in this directory")
 	followDir := fs.String("follow-dir", "", "follow the pods named by the files created in this directory")
+	keep := fs.Bool("keep", false, "keep sampling (and following new pods) when every followed pod is gone")
 	if err := parseFlags(fs, args, true); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("sample-cgroups [--interval D] [--timeout D] [--out FILE] [--follow-dir DIR] ROOT")
+		return fmt.Errorf("sample-cgroups [--interval D] [--timeout D] [--out FILE | --out-dir DIR] [--follow-dir DIR] [--keep] ROOT")
 	}
 	if *interval <= 0 || *timeout <= 0 {
 		return fmt.Errorf("sample-cgroups: --interval and --timeout must be > 0")
+	}
+	if *outPath != "" && *outDir != "" {
+		return fmt.Errorf("sample-cgroups: --out and --out-dir exclude each other")
 	}
 	var out io.Writer = os.Stdout
 	if *outPath != "" {
@@ -52,6 +59,11 @@ func runSampleCgroups(args []string) error {
 		}
 		defer f.Close()
 		out = f
+	}
+	if *outDir != "" {
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			return err
+		}
 	}
 	sigs := termSignals()
 	lines := make(chan string)
@@ -70,11 +82,12 @@ func runSampleCgroups(args []string) error {
 		}()
 	}
 	emit("ready")
-	err := sampleLoop(fs.Arg(0), *interval, lines, time.After(*timeout), out)
+	loop := sampling{root: fs.Arg(0), interval: *interval, out: out, outDir: *outDir, keep: *keep}
+	err := loop.run(lines, time.After(*timeout))
 	if err != nil || *followDir == "" {
 		return err
 	}
-	sig := <-sigs // keep the file readable until the pod is deleted
+	sig := <-sigs // keep the files readable until the pod is deleted
 	emit("exiting signal=%s", sig)
 	return nil
 }
@@ -94,55 +107,117 @@ func watchDir(dir string, interval time.Duration, lines chan<- string) {
 	}
 }
 
-// sampleLoop follows the pods named on lines until "stop", EOF, the deadline, or every
+// sampling follows pods' cgroups below root and writes their containers' samples.
+type sampling struct {
+	root     string
+	interval time.Duration // the tick; a pod followed as NAME@DURATION is sampled every DURATION
+	out      io.Writer     // every sample and the final "stopped" line, unless outDir is set
+	outDir   string        // one file per followed pod (its NAME) instead
+	keep     bool          // do not stop when every followed pod is gone
+}
+
+type followed struct {
+	part  string        // the cgroup directory name part, e.g. pod<uid>
+	every time.Duration // its sampling interval
+	next  time.Time
+	dir   string // its cgroup directory, once found
+	gone  bool
+}
+
+// parseFollow reads "NAME" or "NAME@DURATION" (a follow line or file name).
+func parseFollow(line string, interval time.Duration) (followed, error) {
+	part, every, found := strings.Cut(line, "@")
+	f := followed{part: part, every: interval}
+	if found {
+		d, err := time.ParseDuration(every)
+		if err != nil || d <= 0 {
+			return f, fmt.Errorf("sample-cgroups: %q: the interval after @ must be a positive duration", line)
+		}
+		f.every = d
+	}
+	return f, nil
+}
+
+// run follows the pods named on lines until "stop", EOF, the deadline, or (unless keep) every
 // followed pod's cgroup having gone away after it was seen.
-func sampleLoop(root string, interval time.Duration, lines <-chan string, deadline <-chan time.Time, out io.Writer) error {
-	tick := time.NewTicker(interval)
+func (s sampling) run(lines <-chan string, deadline <-chan time.Time) error {
+	tick := time.NewTicker(s.interval)
 	defer tick.Stop()
-	var parts []string
-	dirs := map[string]string{} // part -> its cgroup directory, once found
-	gone := map[string]bool{}
+	var pods []*followed
 	for {
-		for _, part := range parts {
-			if gone[part] {
+		gone := 0
+		now := time.Now()
+		for _, p := range pods {
+			if p.gone {
+				gone++
 				continue
 			}
-			if dirs[part] == "" {
-				dirs[part] = findDir(root, part)
-			}
-			if dirs[part] == "" {
+			if now.Before(p.next) {
 				continue
 			}
-			rows, err := sampleChildren(dirs[part], time.Now())
+			p.next = now.Add(p.every)
+			if p.dir == "" {
+				p.dir = findDir(s.root, p.part)
+			}
+			if p.dir == "" {
+				continue
+			}
+			rows, err := sampleChildren(p.dir, now)
 			if errors.Is(err, fs.ErrNotExist) {
-				gone[part] = true
+				p.gone = true
 				continue
 			}
-			for _, row := range rows {
-				if _, err := io.WriteString(out, row+"\n"); err != nil {
-					return err
-				}
+			if err := s.write(p.part, rows); err != nil {
+				return err
 			}
 		}
-		if len(parts) > 0 && len(gone) == len(parts) {
-			fmt.Fprintln(out, "stopped reason=gone")
-			return nil
+		if len(pods) > 0 && gone == len(pods) && !s.keep {
+			return s.stopped("gone")
 		}
 		select {
 		case line, ok := <-lines:
 			if !ok || line == "stop" {
-				fmt.Fprintln(out, "stopped reason=asked")
-				return nil
+				return s.stopped("asked")
 			}
 			if line != "" {
-				parts = append(parts, line)
+				p, err := parseFollow(line, s.interval)
+				if err != nil {
+					return err
+				}
+				pods = append(pods, &p)
 			}
 		case <-deadline:
-			fmt.Fprintln(out, "stopped reason=timeout")
-			return nil
+			return s.stopped("timeout")
 		case <-tick.C:
 		}
 	}
+}
+
+func (s sampling) write(part string, rows []string) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	text := strings.Join(rows, "\n") + "\n"
+	if s.outDir == "" {
+		_, err := io.WriteString(s.out, text)
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(s.outDir, part), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString(text)
+	return err
+}
+
+func (s sampling) stopped(reason string) error {
+	if s.outDir != "" {
+		emit("stopped reason=%s", reason)
+		return nil
+	}
+	_, err := fmt.Fprintf(s.out, "stopped reason=%s\n", reason)
+	return err
 }
 
 // findDir is the first directory below root whose name contains part, or part with "-" as "_"

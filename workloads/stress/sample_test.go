@@ -55,7 +55,7 @@ func TestSampleLoopStopsWhenThePodCgroupIsGone(t *testing.T) {
 	lines := make(chan string, 1)
 	lines <- "podx"
 	done := make(chan error)
-	go func() { done <- sampleLoop(root, 10*time.Millisecond, lines, nil, &out) }()
+	go func() { done <- (sampling{root: root, interval: 10 * time.Millisecond, out: &out}).run(lines, nil) }()
 	time.Sleep(50 * time.Millisecond)
 	if err := os.RemoveAll(pod); err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestSampleLoopStopsWhenAskedOrStdinCloses(t *testing.T) {
 		} else {
 			close(lines)
 		}
-		if err := sampleLoop(t.TempDir(), time.Hour, lines, nil, &out); err != nil {
+		if err := (sampling{root: t.TempDir(), interval: time.Hour, out: &out}).run(lines, nil); err != nil {
 			t.Fatal(err)
 		}
 		if out.String() != "stopped reason=asked\n" {
@@ -96,7 +96,7 @@ func TestSampleLoopFollowsSeveralPodsUntilAllAreGone(t *testing.T) {
 	lines <- "podb"
 	var out bytes.Buffer
 	done := make(chan error)
-	go func() { done <- sampleLoop(root, 10*time.Millisecond, lines, nil, &out) }()
+	go func() { done <- (sampling{root: root, interval: 10 * time.Millisecond, out: &out}).run(lines, nil) }()
 	time.Sleep(100 * time.Millisecond)
 	_ = os.RemoveAll(filepath.Join(root, "poda"))
 	time.Sleep(50 * time.Millisecond)
@@ -133,7 +133,7 @@ func TestWatchDirSendsEachNewFileOnce(t *testing.T) {
 	}
 }
 
-// waitStopped fails the test unless sampleLoop returns without error within 5 s of `after`.
+// waitStopped fails the test unless sampling.run returns without error within 5 s of `after`.
 func waitStopped(t *testing.T, done <-chan error, after string) {
 	t.Helper()
 	select {
@@ -142,6 +142,49 @@ func waitStopped(t *testing.T, done <-chan error, after string) {
 			t.Fatal(err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("sampleLoop did not stop after " + after)
+		t.Fatal("sampling did not stop after " + after)
+	}
+}
+
+func TestKeptSamplingWritesAFilePerPodAtItsOwnIntervalAndOutlivesThem(t *testing.T) {
+	root, outDir := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(root, "poda", "c-a", "memory.current"), "1")
+	write(t, filepath.Join(root, "podb", "c-b", "memory.current"), "2")
+	lines := make(chan string, 3)
+	lines <- "poda"
+	lines <- "podb@200ms"
+	done := make(chan error)
+	go func() {
+		done <- (sampling{root: root, interval: 10 * time.Millisecond, outDir: outDir, keep: true}).run(lines, nil)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	_ = os.RemoveAll(filepath.Join(root, "poda"))
+	_ = os.RemoveAll(filepath.Join(root, "podb"))
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("stopped (%v) although --keep: every pod was gone", err)
+	default:
+	}
+	lines <- "stop"
+	waitStopped(t, done, "asked to stop")
+	a, _ := os.ReadFile(filepath.Join(outDir, "poda"))
+	b, _ := os.ReadFile(filepath.Join(outDir, "podb"))
+	if !strings.Contains(string(a), " c-a 1 ") || strings.Contains(string(a), "c-b") {
+		t.Fatalf("poda's file: %q", a)
+	}
+	// 500 ms at 200 ms: at most 3 samples; poda at 10 ms has many more
+	nb, na := strings.Count(string(b), "sample "), strings.Count(string(a), "sample ")
+	if nb < 1 || nb > 3 || na < 10 {
+		t.Fatalf("%d samples of podb (every 200ms), %d of poda (every 10ms)", nb, na)
+	}
+}
+
+func TestAFollowNameWithABadIntervalIsAnError(t *testing.T) {
+	if _, err := parseFollow("podx@soon", time.Second); err == nil {
+		t.Fatal("podx@soon accepted")
+	}
+	if f, err := parseFollow("podx@500ms", time.Second); err != nil || f.part != "podx" || f.every != 500*time.Millisecond {
+		t.Fatalf("podx@500ms: %+v %v", f, err)
 	}
 }

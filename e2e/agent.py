@@ -1,0 +1,63 @@
+"""One privileged pod per node for the whole run (per test process): the node agent.
+
+It reads the node's own files for the tests (NodeFiles: cgroups of containers it cannot exec
+into, pod and root cgroups, /proc/meminfo) and, as its main process, samples the memory of
+every pod a test names (`swapstress sample-cgroups --keep --out-dir`: a file per pod). Before
+it, every test that read the node or plotted a container started a privileged pod of its own:
+on an emulated node a pod takes about 15 s to start, which for a run was minutes.
+
+It is system-node-critical (the kubelet never evicts it under the memory pressure a test
+creates), has no memory request, and carries AGENT_ROLE so that tests looking for other tests'
+leftovers on a node pass it over. Its main process outlives kubelet restarts."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from e2e.nodefiles import HOST_CGROUP, SCRATCH, NodeFiles
+from e2e.observe import unique_name
+from workloads.pods import labels
+
+if TYPE_CHECKING:
+    from e2e.observe import NodeObserver
+
+AGENT_ROLE = {"kube-swap-conformance/role": "node-agent"}
+FOLLOW = f"{SCRATCH}/follow"  # a file pod<uid>@<interval> here: sample that pod
+SAMPLES = f"{SCRATCH}/samples"  # its samples go to SAMPLES/pod<uid>
+LIFETIME = "24h"  # the sampler's own bound; the run deletes the agent long before
+
+# per node observer (one per node and process): the agent, and the observer to delete it with
+_agents: weakref.WeakKeyDictionary[NodeObserver, NodeFiles] = weakref.WeakKeyDictionary()
+
+
+def is_agent(pod: dict) -> bool:
+    return all((pod["metadata"].get("labels") or {}).get(k) == v for k, v in AGENT_ROLE.items())
+
+
+def node_agent(observer: NodeObserver, image: str) -> NodeFiles:
+    """The agent on the observer's node, started on first use."""
+    from e2e.conftest import Workspace
+
+    if observer not in _agents:
+        node = observer.node
+        namespace = observer.create_namespace(unique_name("ksc-agent"), {**labels("node-agent"), **AGENT_ROLE})
+        ws = Workspace(node, observer, namespace, image, "node-agent")
+        command = ["/swapstress", "sample-cgroups", "--keep", "--timeout", LIFETIME, "--out-dir", SAMPLES,
+                   "--follow-dir", FOLLOW, HOST_CGROUP]
+        _agents[observer] = NodeFiles.on(ws, node.name, name="node-agent", critical=True, command=command,
+                                         extra_labels=AGENT_ROLE)
+    return _agents[observer]
+
+
+def remove_agents() -> list[str]:
+    """Delete every agent this process started (their namespaces); what could not be, said."""
+    problems = []
+    for observer, agent in list(_agents.items()):
+        try:
+            if observer.cluster_reachable():
+                observer.delete_namespace(agent.ws.namespace)
+        except Exception as error:  # noqa: BLE001 - reported; the run's teardown deletes the cluster anyway
+            problems.append(f"node agent {agent.ws.namespace}: {error}")
+        del _agents[observer]
+    return problems
