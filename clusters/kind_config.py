@@ -115,27 +115,38 @@ def kubelet_configuration(behavior: str) -> dict[str, Any]:
 def control_plane_behavior(behaviors: list[str]) -> str:
     """The mixed cluster's cluster-wide kubelet behavior, so its control plane's: LimitedSwap
     where selected (the static pods' "no swap for critical pods" then means something), else
-    the first behavior. Workers of the others are switched after creation."""
+    the first behavior. The control plane is that behavior's node under test; workers of the
+    others are switched after creation."""
     from clusters.behaviors import LIMITED_SWAP
 
     return LIMITED_SWAP if LIMITED_SWAP in behaviors else behaviors[0]
 
 
+# The control plane takes test pods too (a node under test, as the vm provider's single node
+# is): kubeadm leaves it untainted. Test pods are bound to their node by name.
+UNTAINTED_CONTROL_PLANE = "kind: InitConfiguration\nnodeRegistration:\n  taints: []\n"
+
+
 def render_mixed(behaviors: list[str], node_image: str | None = None, api_server_port: int | None = None,
                  patch: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The suite's one cluster: a control plane and one worker per behavior, labeled with it.
+    """The suite's one cluster: an untainted control plane running control_plane_behavior and a
+    worker for each other behavior, every node labeled with its behavior (BEHAVIOR_LABEL).
 
     kubeadm gives every node the first node's KubeletConfiguration (kind#3849: a joining node
     downloads the cluster's), so the cluster-wide patch is control_plane_behavior's file's, and
-    the provider switches each other worker's kubelet to its behavior through the node
-    container, confirmed by /configz, before any test. Feature gates are the union of the
-    behaviors' files (kind hands them to every component: the API server must accept
-    limits.swap on every node once one runs WorkloadControlledSwap)."""
+    the provider switches each worker's kubelet to its behavior through the node container,
+    confirmed by /configz, before any test. Two nodes for NoSwap and LimitedSwap, as the
+    one-behavior clusters had: a control plane and a worker per behavior (three nodes) did not
+    get Ready on the emulated kind host. Feature gates are the union of the behaviors' files
+    (kind hands them to every component: the API server must accept limits.swap on every node
+    once one runs WorkloadControlledSwap)."""
     behaviors = [normalize(b) for b in behaviors]
-    config = render(control_plane_behavior(behaviors), node_image, api_server_port, patch)
+    first = control_plane_behavior(behaviors)
+    config = render(first, node_image, api_server_port, patch)
     config["name"] = MIXED_CLUSTER
-    config["nodes"] = [{"role": "control-plane"}] + [
-        {"role": "worker", "labels": {BEHAVIOR_LABEL: b}} for b in behaviors]
+    config["nodes"] = [{"role": "control-plane", "labels": {BEHAVIOR_LABEL: first}}] + [
+        {"role": "worker", "labels": {BEHAVIOR_LABEL: b}} for b in behaviors if b != first]
+    config["kubeadmConfigPatches"] = list(config.get("kubeadmConfigPatches") or []) + [UNTAINTED_CONTROL_PLANE]
     gates = dict(config.get("featureGates") or {})
     for behavior in behaviors:
         gates.update(load(behavior).get("featureGates") or {})

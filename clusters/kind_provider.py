@@ -29,7 +29,7 @@ from clusters.shared import get_or_create, record_created
 
 CREATE_WAIT = "5m"
 CREATE_SECONDS = 1800  # kind create as a whole; under emulation kubeadm alone may take 20 minutes
-NODE_READY_SECONDS = 300
+NODE_READY_SECONDS = 600  # after kind create: workers joining, an emulated API server catching up
 # KEP-5359 targets alpha in 1.38; no released node image implements it before that.
 WORKLOAD_CONTROLLED_SWAP_SINCE = (1, 38)
 
@@ -226,9 +226,8 @@ class KindProvider(Provider):
             self.progress(f"creating {cluster}: a control plane and a worker for each of {', '.join(behaviors)}"
                           f" (image {self.node_image or 'kind default'})")
             run_command([self.kind_bin, *argv], CREATE_SECONDS, on_line=lambda line: self.progress(f"{cluster}: {line}"))
-        workers = self._wait_for_workers(cluster, str(kubeconfig), behaviors)
         nodes = {}
-        for behavior, node in workers.items():
+        for behavior, node in self._wait_for_nodes(cluster, str(kubeconfig), behaviors).items():
             if node.behavior != behavior:
                 self.progress(f"{cluster}: switching {node.name}'s kubelet from {node.behavior} to {behavior}")
                 KindNodeKubelet(node, self.progress).set_swap_behavior(behavior)
@@ -246,44 +245,52 @@ class KindProvider(Provider):
             raise KindError(f"node {node.name} of {node.cluster} is not Ready and schedulable")
         return found[0]
 
-    def _wait_for_workers(self, cluster: str, kubeconfig: str, behaviors: Sequence[str]) -> dict[str, SwapNode]:
-        """Each behavior's worker (by its label), Ready and schedulable: kind --wait covers the
-        control plane only, workers may still be joining."""
-        from clusters.discovery import api_client, get_json
+    def _wait_for_nodes(self, cluster: str, kubeconfig: str, behaviors: Sequence[str]) -> dict[str, SwapNode]:
+        """Each behavior's node (by its label), Ready and schedulable: kind --wait covers the
+        control plane only, workers may still be joining, and an emulated API server may not
+        answer for a while (that is waited out too, within the same bound)."""
+        from clusters.discovery import DiscoveryError, api_client, get_json
 
-        self.progress(f"{cluster}: waiting for a Ready schedulable worker for each of {', '.join(behaviors)}")
+        self.progress(f"{cluster}: waiting for a Ready schedulable node for each of {', '.join(behaviors)}")
         seen: list[SwapNode] = []
         labeled: dict[str, str] = {}
+        last_error: list[str] = []
 
-        def every_worker() -> dict[str, SwapNode] | None:
-            items = get_json(api_client(kubeconfig, retries=False), "/api/v1/nodes", f"the node list of {cluster}")["items"]
-            labeled.clear()
-            labeled.update({(i["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL, ""): i["metadata"]["name"]
-                            for i in items})
-            seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True)
+        def every_node() -> dict[str, SwapNode] | None:
+            try:
+                items = get_json(api_client(kubeconfig, retries=False), "/api/v1/nodes", f"the node list of {cluster}",
+                                 30)["items"]
+                labeled.clear()
+                labeled.update({(i["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL, ""):
+                                i["metadata"]["name"] for i in items})
+                seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True, seconds=30)
+            except DiscoveryError as error:
+                last_error[:] = [str(error)]
+                return None
             ready = {n.name: n for n in seen}
             found = {b: ready[labeled[b]] for b in behaviors if labeled.get(b) in ready}
             return found if len(found) == len(behaviors) else None
 
-        workers = Retrying(
+        nodes = Retrying(
             stop=stop_after_delay(NODE_READY_SECONDS),
             wait=wait_fixed(3),
             retry=retry_if_result(lambda found: found is None),
             retry_error_callback=lambda state: None,
-        )(every_worker)
-        if workers is None:
+        )(every_node)
+        if nodes is None:
             raise KindError(
-                f"gave up after {NODE_READY_SECONDS}s waiting for a Ready schedulable worker labeled"
+                f"gave up after {NODE_READY_SECONDS}s waiting for a Ready schedulable node labeled"
                 f" {kind_config.BEHAVIOR_LABEL} for each of {', '.join(behaviors)} in {cluster}; labeled:"
                 f" {labeled}; Ready and schedulable: {summary(seen)}"
+                + (f"; the API server last said: {last_error[0]}" if last_error else "")
             )
-        for node in workers.values():
+        for node in nodes.values():
             if node.swap_capacity <= 0:
                 # kind nodes share the Docker host's swap: none there means every swap
                 # expectation would be 0, proving nothing.
                 raise KindError(f"node {node.name} of {cluster} reports no swap capacity: the Docker host has no"
                                 f" active swap ({preflight.SWAPFILE_COMMANDS})")
-        return workers
+        return nodes
 
     def stress_image(self, node: SwapNode) -> str:
         """Build the image archive (cached) and `kind load` it into the cluster, once per run."""

@@ -71,17 +71,19 @@ def test_render_keeps_behavior_gate_and_adds_node_swap() -> None:
     assert kind_config.render(NO_SWAP)["name"] == "ksc-noswap"
 
 
-def test_the_mixed_cluster_has_a_labeled_worker_per_behavior_and_the_union_of_their_gates() -> None:
+def test_the_mixed_cluster_has_a_labeled_node_per_behavior_and_the_union_of_their_gates() -> None:
     rendered = kind_config.render_mixed([NO_SWAP, LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP], "kindest/node:v1.38.0", 40001)
     assert rendered["name"] == kind_config.MIXED_CLUSTER == "ksc-mixed"
     assert rendered["nodes"] == [
-        {"role": "control-plane"},
+        {"role": "control-plane", "labels": {kind_config.BEHAVIOR_LABEL: LIMITED_SWAP}},
         {"role": "worker", "labels": {kind_config.BEHAVIOR_LABEL: NO_SWAP}},
-        {"role": "worker", "labels": {kind_config.BEHAVIOR_LABEL: LIMITED_SWAP}},
         {"role": "worker", "labels": {kind_config.BEHAVIOR_LABEL: WORKLOAD_CONTROLLED_SWAP}},
     ]
-    # cluster-wide (so the control plane's): LimitedSwap's committed KubeletConfiguration
-    assert rendered["kubeadmConfigPatches"] == kind_config.load(LIMITED_SWAP)["kubeadmConfigPatches"]
+    # cluster-wide (so the control plane's): LimitedSwap's committed KubeletConfiguration; the
+    # control plane untainted (it is LimitedSwap's node under test)
+    patches = rendered["kubeadmConfigPatches"]
+    assert patches[:-1] == kind_config.load(LIMITED_SWAP)["kubeadmConfigPatches"]
+    assert yaml.safe_load(patches[-1]) == {"kind": "InitConfiguration", "nodeRegistration": {"taints": []}}
     assert rendered["featureGates"] == {"WorkloadControlledSwap": True}
     assert rendered["networking"] == {"apiServerPort": 40001}
 
@@ -91,7 +93,9 @@ def test_the_mixed_cluster_has_a_labeled_worker_per_behavior_and_the_union_of_th
 def test_the_control_plane_runs_limited_swap_where_selected(behaviors: list[str], control_plane: str) -> None:
     rendered = kind_config.render_mixed(behaviors)
     assert kind_config.control_plane_behavior(behaviors) == control_plane
-    assert rendered["kubeadmConfigPatches"] == kind_config.load(control_plane)["kubeadmConfigPatches"]
+    assert rendered["kubeadmConfigPatches"][:-1] == kind_config.load(control_plane)["kubeadmConfigPatches"]
+    assert [n["labels"][kind_config.BEHAVIOR_LABEL] for n in rendered["nodes"]] == \
+        [control_plane] + [b for b in behaviors if b != control_plane]
     assert "featureGates" not in rendered or WORKLOAD_CONTROLLED_SWAP in behaviors
 
 

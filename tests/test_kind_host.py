@@ -1,11 +1,10 @@
 """Self-test of the kind path on a real kind host (select with ``-m kind``; boots a QEMU guest).
 
 Brings up the kind host with the local node image, creates the suite's cluster ``ksc-mixed``
-(a control plane and a NoSwap and a LimitedSwap worker) through the unmodified
+(the control plane, LimitedSwap's node, and a NoSwap worker) through the unmodified
 ``KindProvider`` (the real kind binary, the config rendered from the committed
-``clusters/kind/<Behavior>.yaml``, each worker's kubelet switched to its behavior), and checks
-every node: the live ``/configz`` runs the node's behavior (the control plane the cluster-wide
-patch's) with ``failSwapOn: false``, every node reports the kind host's MemTotal and SwapTotal
+``clusters/kind/<Behavior>.yaml``, the worker's kubelet switched to its behavior), and checks
+every node: the live ``/configz`` runs the node's labeled behavior with ``failSwapOn: false``, every node reports the kind host's MemTotal and SwapTotal
 as its capacities, and the workload image is loaded into each. Then deletes the cluster and
 stops the host (``KSC_KIND_HOST_REUSE=1`` attaches to a running host and leaves it up).
 """
