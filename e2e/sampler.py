@@ -14,7 +14,7 @@ from e2e.nodefiles import SCRATCH
 from e2e.record import Series
 
 if TYPE_CHECKING:
-    from e2e.conftest import Workspace
+    from e2e.workspace import Workspace
     from e2e.nodefiles import NodeFiles
 
 FOLLOW = f"{SCRATCH}/follow"

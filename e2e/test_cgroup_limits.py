@@ -14,7 +14,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace, observer_of
+from e2e.workspace import Workspace, observer_of
 from e2e.nodefiles import CgroupRead, NodeFiles
 from e2e.observe import explanation, unique_name
 from e2e.record import Recorder
