@@ -239,5 +239,5 @@ def test_step_summaries_show_the_matrix_the_suite_writes_where_it_is_uploaded(wo
 
     text = workflow.read_text()
     assert f"results/{report.MATRIX_MD}" in text and "path: results/" in text
-    conftest = (ROOT / "conftest.py").read_text()
-    assert '"--results-dir", default="results"' in conftest  # the suite writes there by default
+    options = (ROOT / "e2e" / "plugin" / "options.py").read_text()
+    assert '"--results-dir", default="results"' in options  # the suite writes there by default
