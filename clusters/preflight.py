@@ -377,12 +377,9 @@ _REFERENCE = re.compile(
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
 
 
-def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
-    """A --node-image that kind could not use is refused before any cluster exists: a malformed
-    reference, a Kubernetes older than the suite supports, or an image Docker can neither find
-    nor pull (pulled here, as kind would, so a missing image fails once and clearly)."""
-    if image is None:
-        return Check("node image", True, "kind's default node image")
+def node_image_refusal(image: str, version: tuple[int, int, int] | None) -> Check | None:
+    """What is wrong with a --node-image by its name alone (the reference, the Kubernetes version
+    in its tag), without asking Docker; None when nothing is."""
     minimum = ".".join(map(str, versions.MIN_KUBERNETES))
     if not _REFERENCE.match(image):
         return Check("node image", False, f"{image!r} is not an image reference",
@@ -390,6 +387,18 @@ def check_node_image(image: str | None, version: tuple[int, int, int] | None, ru
     if version is not None and tuple(version[:2]) < versions.MIN_KUBERNETES:
         return Check("node image", False, f"{image} is Kubernetes {'.'.join(map(str, version))}: the suite supports"
                      f" {minimum} and newer (LimitedSwap's formula)", f"use a node image of Kubernetes {minimum} or newer")
+    return None
+
+
+def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
+    """A --node-image that kind could not use is refused before any cluster exists: a malformed
+    reference, a Kubernetes older than the suite supports, or an image Docker can neither find
+    nor pull (pulled here, as kind would, so a missing image fails once and clearly)."""
+    if image is None:
+        return Check("node image", True, "kind's default node image")
+    refused = node_image_refusal(image, version)
+    if refused is not None:
+        return refused
     try:
         if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode == 0:
             return Check("node image", True, f"{image} is on the Docker host")

@@ -5,6 +5,7 @@ build, a cluster, a network call). Bad input is one pytest.UsageError: exit 4, n
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          " the binaries report <tag>+src.<hash>")
     group.addoption("--vm-kernel", choices=("6.12", "6.1"), default="6.12",
                     help="vm: guest kernel: 6.12 (bookworm-backports, has tmpfs noswap) or 6.1 (has not)")
-    group.addoption("--vm-memory", type=cli.mib(), default=4096, help="vm: guest memory in MiB")
+    group.addoption("--vm-memory", type=cli.mib(cli.MIN_NODE_MEMORY_MIB, "what a kubeadm control plane needs"),
+                    default=4096, help=f"vm: guest memory in MiB (at least {cli.MIN_NODE_MEMORY_MIB})")
     group.addoption("--vm-swap", type=cli.mib(), default=2048, help="vm: guest swap file in MiB")
     group.addoption("--gate", action="store_true",
                     help="release gate: the run fails unless, for every required behavior, every module with"
@@ -60,8 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where a run of the suite writes its report: junit.xml (unless --junitxml),"
                          " matrix.md, report.html and plots/ (default: ./results)")
     group.addoption("--gate-behaviors", default=None,
-                    help="behaviors the gate requires (default NoSwap,LimitedSwap, plus WorkloadControlledSwap"
-                         " where the provider can offer it)")
+                    help="with --gate: behaviors the gate requires, each also in --behaviors (default"
+                         " NoSwap,LimitedSwap, plus WorkloadControlledSwap where the provider can offer it)")
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,11 @@ def read(config: pytest.Config) -> Settings:
     if provider == "kind":
         _kind_settings(config)
     kubernetes = _kubernetes_source(config)
-    return Settings(provider, behaviors, gate_behaviors, kubeconfig, kubernetes, runs_the_suite(config),
-                    results_dir(config))
+    suite = runs_the_suite(config)
+    results = results_dir(config)
+    if suite and not hasattr(config, "workerinput"):  # the controller checked them for its workers
+        _writable_report_paths(config, results)
+    return Settings(provider, behaviors, gate_behaviors, kubeconfig, kubernetes, suite, results)
 
 
 def _behaviors(text: str | None, option: str) -> list[str] | None:
@@ -136,7 +141,19 @@ def _behaviors(text: str | None, option: str) -> list[str] | None:
 
 
 def _gate_behaviors(config: pytest.Config, selected: list[str]) -> list[str] | None:
-    return _behaviors(config.getoption("gate_behaviors"), "--gate-behaviors")
+    required = _behaviors(config.getoption("gate_behaviors"), "--gate-behaviors")
+    if required is None:
+        return None
+    if not config.getoption("gate"):
+        raise pytest.UsageError("--gate-behaviors names what the release gate requires, and --gate is not given:"
+                                " add --gate (or drop --gate-behaviors)")
+    missing = [b for b in required if b not in selected]
+    if missing:
+        raise pytest.UsageError(
+            f"--gate-behaviors requires {', '.join(missing)}, which --behaviors {config.getoption('behaviors')} does"
+            f" not select: the gate would fail without testing it. Add {', '.join(missing)} to --behaviors"
+            " (or leave --behaviors out: every behavior runs)")
+    return required
 
 
 def _kubeconfig(config: pytest.Config) -> str:
@@ -149,7 +166,7 @@ def _kubeconfig(config: pytest.Config) -> str:
 
 def _kind_settings(config: pytest.Config) -> None:
     """Bad kind-only input (a host profile, the API server port map, the node image's name)."""
-    from clusters import kind_config
+    from clusters import kind_config, preflight
     from clusters.kind_provider import api_ports_from_env
 
     patch = config.getoption("kind_config_patch")
@@ -159,6 +176,11 @@ def _kind_settings(config: pytest.Config) -> None:
         api_ports_from_env()
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
+    image = config.getoption("node_image")
+    if image is not None:
+        refused = preflight.node_image_refusal(image, kind_config.image_version(image))
+        if refused is not None:
+            raise pytest.UsageError(f"--node-image: {refused.detail}: {refused.remedy}")
 
 
 def _kubernetes_source(config: pytest.Config) -> Any:
@@ -171,16 +193,54 @@ def _kubernetes_source(config: pytest.Config) -> Any:
     version = config.getoption("k8s_version")
     if not (patches or checkout or version):
         return None
-    if config.getoption("provider") != "vm" and (patches or checkout):
+    if config.getoption("provider") != "vm":
+        given = "--k8s-patch/--k8s-source" if patches or checkout else "--k8s-version"
         raise pytest.UsageError(
-            "--k8s-patch/--k8s-source build the vm provider's node; for kind build a node image with them"
-            " (`python -m clusters.vm node-image --k8s-patch FILE` or `kind-host up --k8s-patch FILE`)"
-            " and pass it with --node-image")
+            f"{given} builds the vm provider's node (--provider vm); the {config.getoption('provider')} provider"
+            " runs what its nodes run. For kind build a node image instead (`python -m clusters.vm node-image"
+            " --k8s-version V [--k8s-patch FILE]` or `kind-host up ...`) and pass it with --node-image")
     if patches and checkout:
         raise pytest.UsageError("--k8s-patch and --k8s-source together: apply the patch in your checkout instead")
     try:
-        if checkout:
-            return k8s_source.checkout(checkout, version)
-        return k8s_source.release(version or versions.KUBERNETES, patches)
+        source = k8s_source.checkout(checkout, version) if checkout else \
+            k8s_source.release(version or versions.KUBERNETES, patches)
     except k8s_source.SourceError as error:
         raise pytest.UsageError(str(error)) from None
+    if source.checkout is None and (1, source.minor) < versions.MIN_KUBERNETES:
+        oldest = ".".join(map(str, versions.MIN_KUBERNETES))
+        raise pytest.UsageError(f"--k8s-version {source.release}: the suite tests Kubernetes {oldest} and newer"
+                                f" (LimitedSwap's formula); pick v{oldest}.0 or later (default {versions.KUBERNETES})")
+    return source
+
+
+def directory_problem(path: Path, what: str, parents: bool = False) -> str | None:
+    """Why ``path`` cannot be (or become) a directory this run writes into; None when it can.
+    It may not exist yet; its parent must (a typo is not made into a tree of directories),
+    unless ``parents`` (pytest's --junitxml creates them): then the nearest existing one counts."""
+    if path.exists() and not path.is_dir():
+        return f"{what} {path} is a file, not a directory: name a directory (it is created if missing)"
+    existing = path if path.is_dir() else path.parent
+    while parents and not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        state = "is not a directory" if existing.exists() else "does not exist"
+        return f"{what} {path}: its parent {existing} {state}: create it first (mkdir -p {existing}) or name another"
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".ksc-write-check-"):
+            pass
+    except OSError as error:
+        return f"{what} {path}: {existing} is not writable ({error.strerror}): name a directory you can write to"
+    return None
+
+
+def _writable_report_paths(config: pytest.Config, results: Path) -> None:
+    """The results directory, and where the JUnit XML goes, can be written: found now, not by
+    pytest's junitxml raising at the end of a run that created clusters."""
+    problem = directory_problem(results, "--results-dir")
+    xmlpath = config.option.xmlpath
+    if problem is None and xmlpath:
+        junit = Path(config.invocation_params.dir, xmlpath).resolve()
+        if junit.parent != results:
+            problem = directory_problem(junit.parent, "--junitxml's directory", parents=True)
+    if problem:
+        raise pytest.UsageError(problem)
