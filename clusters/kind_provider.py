@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from clusters import kind_config, preflight
+from clusters import commands, kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import api_client, discover, kubelet_config, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
@@ -52,10 +52,11 @@ def run_command(argv: Sequence[str], timeout: float, on_line: Progress | None = 
     """Run a command, handing each line it writes to stderr (kind's status lines) to ``on_line``
     as it comes; on failure raise with the command, exit code and the end of its output."""
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", preexec_fn=_die_with_parent)
-    except FileNotFoundError as error:
-        raise KindError(f"{argv[0]} is not installed or not on PATH ({preflight.KIND_INSTALL})") from error
+        proc = commands.start(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                              preexec_fn=_die_with_parent)
+    except OSError as error:  # not there, not executable, a directory
+        problem = preflight.kind_binary_problem(argv[0]) or str(error)
+        raise KindError(f"{problem}: {preflight.kind_remedy(argv[0])}") from error
     out: list[str] = []
     err: list[str] = []
 
@@ -72,12 +73,10 @@ def run_command(argv: Sequence[str], timeout: float, on_line: Progress | None = 
     try:
         returncode = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired as error:
-        proc.kill()
-        proc.wait()
+        commands.kill_group(proc)  # kind's children (docker run) too
         raise KindError(f"`{' '.join(argv)}` did not finish in {timeout:.0f}s") from error
     except BaseException:  # Ctrl-C, SIGTERM: the command goes with us
-        proc.kill()
-        proc.wait()
+        commands.kill_group(proc)
         raise
     for pump in pumps:
         pump.join()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters import versions
+from clusters import commands, versions
 from e2e.oracle import kernel_supports_noswap
 
 GiB = 1024**3
@@ -236,20 +236,42 @@ MIN_KIND_FOR_NODE_MINOR = {37: (0, 33, 0)}
 KIND_INSTALL = f"go install sigs.k8s.io/kind@{versions.KIND}"
 
 
-def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
-    path = shutil.which(kind_bin)
-    if path is None:
-        return Check(
-            "kind",
-            False,
-            f"{kind_bin!r} is not on PATH",
-            f"install it: {KIND_INSTALL} (then put $(go env GOPATH)/bin first on PATH), or pass"
-            " --kind-bin /path/to/kind",
-        )
+KIND_VERSION_SECONDS = 30
+
+
+def kind_binary_problem(kind_bin: str) -> str | None:
+    """What is wrong with --kind-bin as a file, before running it: a path that does not exist, is
+    a directory or is not executable, or a name PATH does not have; None when it can run."""
+    if os.sep not in kind_bin:
+        return None if shutil.which(kind_bin) else f"{kind_bin!r} is not on PATH"
+    path = Path(kind_bin)
+    if path.is_dir():
+        return f"--kind-bin {kind_bin} is a directory, not the kind binary"
+    if not path.exists():
+        return f"--kind-bin {kind_bin} does not exist"
+    if not os.access(path, os.X_OK):
+        return f"--kind-bin {kind_bin} is not executable (mode {path.stat().st_mode & 0o777:o})"
+    return None
+
+
+def kind_remedy(kind_bin: str) -> str:
+    if os.sep in kind_bin and Path(kind_bin).is_file():
+        return f"make it executable (chmod +x {kind_bin}), or reinstall kind: {KIND_INSTALL}"
+    return (f"install it: {KIND_INSTALL} (then put $(go env GOPATH)/bin first on PATH), or pass"
+            " --kind-bin /path/to/kind")
+
+
+def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Runner = commands.run) -> Check:
+    problem = kind_binary_problem(kind_bin)
+    if problem is not None:
+        return Check("kind", False, problem, kind_remedy(kind_bin))
+    path = shutil.which(kind_bin) or kind_bin
     try:
-        result = run([path, "version"], capture_output=True, text=True, timeout=30)
+        # its own process group: a kind that hangs is killed with whatever it started
+        result = run([path, "version"], capture_output=True, text=True, timeout=KIND_VERSION_SECONDS)
     except subprocess.TimeoutExpired:
-        return Check("kind", False, f"`{path} version` did not answer in 30 s", f"reinstall kind: {KIND_INSTALL}")
+        return Check("kind", False, f"`{path} version` did not answer in {KIND_VERSION_SECONDS} s",
+                     f"reinstall kind: {KIND_INSTALL}")
     match = _KIND_VERSION.search(result.stdout)
     if result.returncode != 0 or not match:
         return Check("kind", False, f"`{path} version` failed: {result.stderr.strip() or result.stdout.strip()}",
