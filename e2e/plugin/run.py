@@ -1,23 +1,33 @@
 """The run's life: its directory (one per run, handed to every xdist worker), its provider, the
-progress lines the user sees, SIGTERM taken as Ctrl-C, and its end: teardown of what it created.
+progress lines the user sees, SIGTERM taken as Ctrl-C, and its end.
 
 Expensive clusters are created once per run and shared by all pytest-xdist workers; only the
-process that owns the run (the xdist controller, or the only process) deletes them, at the very
-end, and only those this run created (the ledger in clusters/shared.py).
+process that owns the run (the xdist controller, or the only process) deletes them, and only
+those this run created (the ledger in clusters/shared.py). The end has one path, however the
+run ends: the gate's verdict and the report, then teardown, then the run directory goes. It is
+reached after Ctrl-C or SIGTERM in any phase, and after any end-of-run hook raised (pytest's
+junitxml that cannot write its file, a plugin's summary): what raised is said once, the exit
+code says so (3 where the run would otherwise have passed), and nothing the run made is left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
+import traceback
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clusters import progress, shared
+from clusters.cli import Exit
 from clusters.provider import Provider
 from e2e.plugin import hooks
 from e2e.plugin.options import settings
@@ -35,7 +45,11 @@ class Run:
         self.start = start
         self.owner = owner  # the xdist controller, or the only process: it tears down
         self._provider: Provider | None = None
-        self.teardown_lines: list[str] = []
+        self._torn_down = False
+        self.teardown_lines: list[str] = []  # what teardown did, for the summary
+        self.teardown_said = False
+        self.session: pytest.Session | None = None
+        self.sigterm_before: Any = signal.SIG_DFL
 
     @property
     def provider(self) -> Provider:
@@ -54,14 +68,40 @@ class Run:
         say(self.config, *lines)
 
     def teardown(self) -> None:
-        """Remove what this run created (or say what --keep-clusters keeps)."""
-        created = shared.created(self.directory)
-        if not created:
+        """Remove what this run created (or say what --keep-clusters keeps), once, whatever
+        raised before; a Ctrl-C or SIGTERM meanwhile is said and waited out (stopping now would
+        leave behind what is being deleted)."""
+        if not self.owner or self._torn_down:
             return
-        if self.config.getoption("keep_clusters"):
-            self.teardown_lines += [_kept(entry) for entry in created]
-            return
-        self.teardown_lines += self.provider.teardown(created)
+        self._torn_down = True
+        with _signals_deferred():
+            created = shared.created(self.directory)
+            if not created:
+                return
+            if self.config.getoption("keep_clusters"):
+                self.teardown_lines += [_kept(entry) for entry in created]
+                return
+            try:
+                self.teardown_lines += self.provider.teardown(created)
+            except Exception as error:  # noqa: BLE001 - said, with what is left, instead of a traceback
+                names = ", ".join(f"{e['provider']} {e['cluster']}" for e in created)
+                self.teardown_lines.append(f"FAILED to delete what the run created ({names}): {type(error).__name__}:"
+                                           f" {error}")
+
+    def crashed(self, session: pytest.Session | None, error: BaseException) -> None:
+        """An end-of-run hook raised: say it once, and a run that would have passed exits 3."""
+        frame = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+        where = f" (at {frame[0].filename}:{frame[0].lineno})" if frame else ""
+        self.say(f"the end of the run failed: {type(error).__name__}: {error}{where}; what the run created is"
+                 " deleted all the same")
+        if session is not None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def show_teardown(self) -> None:
+        """The teardown lines, where the summary section that carries them was not written."""
+        if not self.teardown_said:
+            self.teardown_said = True
+            self.say(*self.teardown_lines)
 
 
 RUN = pytest.StashKey[Run]()
@@ -110,12 +150,14 @@ def pytest_ksc_make_provider(config: pytest.Config) -> Provider:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _sigterm_is_ctrl_c()
     if is_worker(config):
         run = Run(config, Path(config.workerinput[RUN_DIR_KEY]), float(config.workerinput[RUN_START_KEY]), owner=False)
     else:
         run = Run(config, Path(tempfile.mkdtemp(prefix="ksc-run-")), time.time(), owner=True)
     config.stash[RUN] = run
+    run.sigterm_before = _sigterm_is_ctrl_c()
+    if run.owner:
+        config.pluginmanager.register(_Guard(run), "ksc-end-guard")
     if run.owner and config.getoption("cleanup_leaked"):
         _cleanup_leaked(run)
 
@@ -126,14 +168,14 @@ def pytest_configure_node(node) -> None:  # pytest-xdist: hand every worker the 
     node.workerinput[RUN_START_KEY] = run.start
 
 
-def _sigterm_is_ctrl_c() -> None:
+def _sigterm_is_ctrl_c() -> Any:
     """SIGTERM (what CI sends on cancel) takes the Ctrl-C path: pytest stops, and the
-    controller's teardown deletes what the run created."""
+    controller's teardown deletes what the run created. Returns the handler it replaced."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
 
-    signal.signal(signal.SIGTERM, interrupt)
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def _cleanup_leaked(run: Run) -> None:
@@ -208,31 +250,92 @@ def _stop_progress(config: pytest.Config) -> None:
 
 # --- the end -------------------------------------------------------------------------------------
 
-# trylast: after pytest-xdist's own sessionfinish has stopped (or killed) the workers, so no
-# worker is still creating a cluster while the controller deletes them.
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def later(signum: int, frame: object) -> None:
+        sys.stderr.write(f"kube-swap-conformance: {signal.Signals(signum).name} while deleting what the run created:"
+                         " deleting it first\n")
+        sys.stderr.flush()
+
+    previous = {sig: signal.signal(sig, later) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# trylast, and a wrapper: after every other sessionfinish (pytest-xdist's has stopped, or
+# killed, the workers, so none is still creating a cluster while this deletes it), and whether
+# or not one of them raised.
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+    run = session.config.stash.get(RUN, None)
+    if run is None or not run.owner:
+        return (yield)
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 - another plugin's end (junitxml writing its file): said, not fatal
+        run.crashed(session, error)
+    finally:
+        _end(session, run)
+    return None
+
+
+def _end(session: pytest.Session, run: Run) -> None:
+    """The gate's verdict and the report (e2e/plugin/summary.py), then teardown: each happens
+    even when the one before raised."""
     from e2e.plugin import summary
 
-    config = session.config
-    run = the_run(config)
-    if not run.owner:
-        return
     try:
         preflight = shared.recorded_error(run.directory, "preflight")
         if preflight:
-            run.teardown_lines.append(preflight)
-            session.exitstatus = 3
+            session.exitstatus = Exit.PREFLIGHT
         summary.conclude(session, judge_gate=not preflight)
-        run.teardown()
+    except Exception as error:  # noqa: BLE001 - the verdict or the report broke: said, and teardown still runs
+        run.crashed(session, error)
     finally:
-        _stop_progress(config)  # after teardown's own lines
+        run.teardown()
+        _stop_progress(run.config)  # after teardown's own lines
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    # Nothing in the run directory outlives the run: --reuse-clusters finds kind clusters by
-    # name (`kind get kubeconfig`) and the vm node by its state directory in the cache.
-    run = config.stash.get(RUN, None)
-    if run is None or not run.owner:
-        return
-    shutil.rmtree(run.directory, ignore_errors=True)
+class _Guard:
+    """Around everything else at the end of the run (the terminal summary included): whatever
+    raises there, the run tears down, says what happened once, and exits with a code for it."""
+
+    def __init__(self, run: Run):
+        self.run = run
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        self.run.session = session
+        try:
+            yield
+        except KeyboardInterrupt:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        except Exception as error:  # noqa: BLE001 - e.g. a plugin's terminal summary
+            self.run.crashed(session, error)
+        self.run.teardown()  # done already, unless what raised came before it
+        if self.run.teardown_lines:
+            self.run.show_teardown()
+        return None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> Generator[None, None, None]:
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - a plugin's unconfigure, after the run's exit code was set
+            self.run.crashed(self.run.session, error)
+            raise SystemExit(self.run.session.exitstatus if self.run.session else pytest.ExitCode.INTERNAL_ERROR) \
+                from None
+        finally:
+            self.run.teardown()  # done already, unless the session never ended (Ctrl-C while configuring)
+            # Nothing in the run directory outlives the run: --reuse-clusters finds kind clusters
+            # by name (`kind get kubeconfig`) and the vm node by its state directory in the cache.
+            shutil.rmtree(self.run.directory, ignore_errors=True)
+            signal.signal(signal.SIGTERM, self.run.sigterm_before)
+        return None

@@ -143,6 +143,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.section("swap coverage")
     for line in verdict.summary_lines(done, settings(config).behaviors, nodes, not_covered) + teardown:
         terminalreporter.write_line(line)
+    run.teardown_said = True
     if gate_verdict:
         required, problems = gate_verdict
         terminalreporter.section("release gate", red=bool(problems), green=not problems)
