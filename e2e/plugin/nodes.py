@@ -85,18 +85,16 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def swap_provider(pytestconfig: pytest.Config) -> Provider:
     run = the_run(pytestconfig)
-    provider = run.provider
+    if run.owner:
+        run.preflight_or_stop()  # done at collection already, unless the test was not seen to need it
+    else:
+        try:
+            run.preflight()  # the controller's outcome (it stopped the run had it failed)
+        except (PreflightError, shared.SharedCreationError) as error:
+            pytest.fail(str(error), pytrace=False)
     behaviors = settings(pytestconfig).behaviors
-    try:
-        shared.get_or_create(run.directory, "preflight", lambda: provider.preflight(behaviors) or {})
-    except (PreflightError, shared.SharedCreationError) as error:
-        if run.owner:
-            pytest.exit(str(error), returncode=3)  # one message, not one per test
-        # pytest.exit inside an xdist worker is an INTERNALERROR: fail the test plainly; the
-        # controller prints the message once and exits 3 (pytest_sessionfinish).
-        pytest.fail(str(error).split(": ", 1)[-1] if isinstance(error, shared.SharedCreationError) else str(error), pytrace=False)
-    shared.get_or_create(run.directory, "prepared", lambda: provider.prepare(behaviors) or {})
-    return provider
+    shared.get_or_create(run.directory, "prepared", lambda: run.provider.prepare(behaviors) or {})
+    return run.provider
 
 
 def _not_covered(config: pytest.Config, behavior: str, reason: str) -> None:

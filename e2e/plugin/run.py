@@ -28,6 +28,7 @@ import pytest
 
 from clusters import progress, shared
 from clusters.cli import Exit
+from clusters.preflight import PreflightError
 from clusters.provider import Provider
 from e2e.plugin import hooks
 from e2e.plugin.options import settings
@@ -46,6 +47,7 @@ class Run:
         self.owner = owner  # the xdist controller, or the only process: it tears down
         self._provider: Provider | None = None
         self._torn_down = False
+        self._preflight_asked = False
         self.teardown_lines: list[str] = []  # what teardown did, for the summary
         self.teardown_said = False
         self.session: pytest.Session | None = None
@@ -66,6 +68,25 @@ class Run:
 
     def say(self, *lines: str) -> None:
         say(self.config, *lines)
+
+    def preflight(self) -> None:
+        """The provider's preflight, once per run (any process may ask; clusters/shared.py runs
+        it in one and records the outcome). Raises PreflightError, or SharedCreationError when it
+        failed in another process."""
+        behaviors = settings(self.config).behaviors
+        shared.get_or_create(self.directory, "preflight", lambda: self.provider.preflight(behaviors) or {})
+
+    def preflight_or_stop(self) -> None:
+        """In the process that owns the run, before any test: a failure stops the run with its one
+        message and exit 3, as pytest.exit does, whether or not xdist workers wait for tests."""
+        if self._preflight_asked:
+            return
+        self._preflight_asked = True
+        try:
+            self.preflight()
+        except (PreflightError, shared.SharedCreationError) as error:
+            pytest.exit(str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: "),
+                        returncode=Exit.PREFLIGHT)
 
     def teardown(self) -> None:
         """Remove what this run created (or say what --keep-clusters keeps), once, whatever
@@ -198,6 +219,41 @@ def _kept(entry: dict) -> str:
     how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
            else "stop it with `python -m clusters.vm down`")
     return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"
+
+
+# --- preflight: once, in the process that owns the run, before any test -------------------------
+
+PREFLIGHT_NEEDED = "preflight-needed"  # a worker collected tests that need nodes
+
+
+def _needs_nodes(config: pytest.Config, items: list[pytest.Item]) -> bool:
+    """Whether a collected test will ask for the provider or a node of a selected behavior."""
+    from e2e.plugin.nodes import behavior_of
+
+    selected = settings(config).behaviors
+    return any("swap_provider" in getattr(item, "fixturenames", ()) or "workspace" in getattr(item, "fixturenames", ())
+               or behavior_of(item) in selected for item in items)
+
+
+# tryfirst: in an xdist worker, before pytest-xdist reports the collection to the controller
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if config.option.collectonly or not _needs_nodes(config, session.items):
+        return
+    run = the_run(config)
+    if run.owner:
+        run.preflight_or_stop()
+    else:
+        (run.directory / PREFLIGHT_NEEDED).touch()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """The controller, when a worker has collected and before any test is scheduled."""
+    run = the_run(node.config)
+    if (run.directory / PREFLIGHT_NEEDED).exists():
+        run.preflight_or_stop()
 
 
 # --- what the user sees --------------------------------------------------------------------------
