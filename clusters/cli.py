@@ -37,6 +37,11 @@ class UsageError(ValueError):
     """A value the command line or the environment gave that cannot work: exit 4."""
 
 
+class NotReady(RuntimeError):
+    """The host cannot do it now, and says what would let it (a module proxy that cannot be
+    reached, a guest that is already starting): exit 3, like a failed preflight."""
+
+
 def mib(minimum: int = 1, why: str = "") -> Callable[[str], int]:
     """An argparse type: a whole number of MiB, at least ``minimum`` (``why`` says why)."""
 
@@ -86,7 +91,7 @@ def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         known: Sequence[type[BaseException]] = ()) -> int:
     """The one error path of a command: its message and exit code, no traceback unless --debug.
 
-    UsageError: 4; a PreflightError (clusters.preflight): its checks, 3; Ctrl-C/SIGTERM: 2;
+    UsageError: 4; a PreflightError (clusters.preflight) or NotReady: its message, 3; Ctrl-C/SIGTERM: 2;
     an error of a type in ``known`` (a failed build, a guest that did not boot): its message, 1;
     anything else: what it was, and that --debug shows where, 1."""
     from clusters.preflight import PreflightError
@@ -102,10 +107,10 @@ def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
             traceback.print_exc()
         print(f"error: {error}", file=sys.stderr)
         return Exit.USAGE
-    except PreflightError as error:
+    except (PreflightError, NotReady) as error:
         if debug:
             traceback.print_exc()
-        print(str(error), file=sys.stderr)
+        print(str(error) if isinstance(error, PreflightError) else f"error: {error}", file=sys.stderr)
         return Exit.PREFLIGHT
     except Exception as error:  # noqa: BLE001 - the one place a command's failure becomes its message
         if debug:
