@@ -190,7 +190,7 @@ def check_memory(meminfo: str, required: int) -> Check:
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def check_docker(run: Runner = subprocess.run) -> Check:
+def check_docker(run: Runner = commands.run) -> Check:
     if shutil.which("docker") is None:
         return Check(
             "docker",
@@ -316,7 +316,7 @@ class DockerHost:
         return self.endpoint.startswith(("tcp://", "ssh://"))
 
 
-def docker_host(run: Runner = subprocess.run) -> DockerHost | None:
+def docker_host(run: Runner = commands.run) -> DockerHost | None:
     try:
         result = run(["docker", "info", "--format", "{{json .}}"], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
@@ -331,7 +331,7 @@ def docker_host(run: Runner = subprocess.run) -> DockerHost | None:
                       int(info.get("MemTotal") or 0), os.environ.get("DOCKER_HOST", ""))
 
 
-def read_docker_host_files(image: str, run: Runner = subprocess.run) -> tuple[str, str] | None:
+def read_docker_host_files(image: str, run: Runner = commands.run) -> tuple[str, str] | None:
     """(/proc/swaps, /proc/meminfo) of the Docker host, read in a throwaway container of
     ``image`` (neither file is namespaced); None when the image is not on the Docker host."""
     if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode != 0:
@@ -412,7 +412,7 @@ def node_image_refusal(image: str, version: tuple[int, int, int] | None) -> Chec
     return None
 
 
-def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
+def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = commands.run) -> Check:
     """A --node-image that kind could not use is refused before any cluster exists: a malformed
     reference, a Kubernetes older than the suite supports, or an image Docker can neither find
     nor pull (pulled here, as kind would, so a missing image fails once and clearly)."""

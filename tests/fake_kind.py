@@ -9,7 +9,8 @@ it starts a child (as kind starts ``docker run``), writes both pids to ``pids`` 
 ``creating``, ``deleting``.
 
 The fake docker answers the two questions kind's preflight asks (an engine on another machine,
-cgroup v2), so the preflight passes on any host without Docker."""
+cgroup v2), so the preflight passes on any host without Docker; with ``FAKE_DOCKER_INFO=hang`` it
+starts a child, writes both pids to ``docker-pids``, leaves ``preflight`` and waits forever."""
 
 from __future__ import annotations
 
@@ -53,6 +54,12 @@ esac
 """
 
 DOCKER = r"""#!/bin/sh
+if [ "${FAKE_DOCKER_INFO:-}" = hang ]; then
+  sleep 600 &
+  echo "$$ $!" > "$FAKE_KIND_STATE/docker-pids"
+  touch "$FAKE_KIND_STATE/preflight"
+  wait
+fi
 case "$*" in
   "info --format {{.ServerVersion}} {{.CgroupVersion}}") echo "27.5.1 2" ;;
   "info --format {{json .}}")

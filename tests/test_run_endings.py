@@ -62,6 +62,23 @@ def assert_nothing_left(tmp_path: Path, output: str) -> None:
     assert "Traceback" not in output and "INTERNALERROR" not in output, output
 
 
+@pytest.mark.parametrize(("sig", "workers"), [(signal.SIGINT, []), (signal.SIGTERM, ["-n", "2"])],
+                         ids=["SIGINT", "SIGTERM-xdist"])
+def test_killed_during_preflight(suite: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                 sig: signal.Signals, workers: list[str]) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_INFO", "hang")
+    suite.makepyfile(test_swap=NEEDS_A_NODE)
+    process = start(suite, tmp_path, *workers)
+    fake_kind.wait_for(tmp_path / "kind-state" / "preflight", process)
+    process.send_signal(sig)
+    output = finish(process)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert not list((tmp_path / "tmp").glob("ksc-run-*")), f"the run directory outlived the run:\n{output}"
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
+    docker_pids = [int(p) for p in (tmp_path / "kind-state" / "docker-pids").read_text().split()]
+    assert fake_kind.gone(docker_pids) == [], "`docker info` or its child outlived the run"
+
+
 @pytest.mark.parametrize(("sig", "workers"), [(signal.SIGINT, []), (signal.SIGTERM, []), (signal.SIGTERM, ["-n", "2"])],
                          ids=["SIGINT", "SIGTERM", "SIGTERM-xdist"])
 def test_killed_while_kind_creates_the_cluster(suite: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

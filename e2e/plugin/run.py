@@ -349,7 +349,7 @@ def _end(session: pytest.Session, run: Run) -> None:
 
     try:
         preflight = shared.recorded_error(run.directory, "preflight")
-        if preflight:
+        if preflight and session.exitstatus != pytest.ExitCode.INTERRUPTED:  # a preflight cut short is no failure
             session.exitstatus = Exit.PREFLIGHT
         summary.conclude(session, judge_gate=not preflight)
     except Exception as error:  # noqa: BLE001 - the verdict or the report broke: said, and teardown still runs
