@@ -113,8 +113,8 @@ class Run:
         """An end-of-run hook raised: say it once, and a run that would have passed exits 3."""
         frame = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
         where = f" (at {frame[0].filename}:{frame[0].lineno})" if frame else ""
-        self.say(f"the end of the run failed: {type(error).__name__}: {error}{where}; what the run created is"
-                 " deleted all the same")
+        self.say(f"the end of the run failed: {type(error).__name__}: {error}{where}; teardown runs all"
+                 " the same")
         if session is not None and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
