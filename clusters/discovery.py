@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -106,13 +107,64 @@ def get_json(api: Any, path: str, what: str, seconds: float = 60) -> Any:
         try:
             return _get_json(api, path, (min(5.0, left), min(30.0, left)))
         except (ApiException, HTTPError, OSError) as error:
+            permanent = _permanent(api, error, what)
+            if permanent:  # no retry can change a certificate or credentials
+                raise DiscoveryError(permanent) from None
             last = error
         time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
     raise DiscoveryError(f"gave up after {time.monotonic() - start:.0f}s waiting for {what} ({path} on"
                          f" {_server(api)}): {_brief(last)}")
 
 
+def _tls_failure(error: BaseException) -> str | None:
+    """The TLS verification failure behind an error of the client or urllib3, if that is what
+    it is (the client turns urllib3's SSLError into ApiException(status=0, reason="SSLError..."),
+    urllib3 may wrap it in MaxRetryError.reason)."""
+    seen: BaseException | None = error
+    for _ in range(10):  # a chain, not a cycle
+        if seen is None:
+            return None
+        match = re.search(r"certificate verify failed: ([^(\n]+)", f"{seen} {getattr(seen, 'reason', '')}")
+        if match:
+            return f"certificate verify failed: {match.group(1).strip()}"
+        reason = getattr(seen, "reason", None)
+        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
+    return None
+
+
+def _permanent(api: Any, error: BaseException, what: str) -> str | None:
+    """The message for an answer no retry can change (a certificate that does not verify, refused
+    credentials); None for what may pass (a timeout, a refused connection, a server error)."""
+    from kubernetes.client.exceptions import ApiException
+
+    server = _server(api)
+    tls = _tls_failure(error)
+    if tls:
+        return (f"the TLS certificate of {server} cannot be trusted ({tls}): renew the API server's certificate, or"
+                " give the kubeconfig the certificate authority that signed it (certificate-authority-data)")
+    if isinstance(error, ApiException) and error.status in (401, 403):
+        reason = f"{error.status} {error.reason}"
+        if error.status == 401:
+            return (f"{server} refused the kubeconfig's credentials ({reason}): its token or client certificate is"
+                    " not accepted there (expired, revoked, or another cluster's); get a fresh kubeconfig")
+        return (f"{server} does not allow the kubeconfig's user to read {what} ({reason}): the suite needs to list"
+                f" nodes and read their /configz; use a user bound to a role that may ({_status_message(error)})")
+    return None
+
+
+def _status_message(error: Any) -> str:
+    try:
+        return str(json.loads(error.body).get("message", ""))[:200]
+    except (TypeError, ValueError, AttributeError):
+        return ""
+
+
 def _brief(error: Exception | None) -> str:
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(error, ApiException):  # its str() starts "(503)" and says nothing else on that line
+        reason = str(error.reason or "").splitlines()
+        return f"{error.status or 'no'} HTTP status: {' '.join(reason)[:300] or 'no reason given'}"
     text = str(error) if error is not None else "no attempt finished"
     return text.splitlines()[0][:300] if text else type(error).__name__
 

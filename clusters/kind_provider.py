@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from clusters import kind_config, preflight
+from clusters import commands, kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import api_client, discover, kubelet_config, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
@@ -52,10 +52,11 @@ def run_command(argv: Sequence[str], timeout: float, on_line: Progress | None = 
     """Run a command, handing each line it writes to stderr (kind's status lines) to ``on_line``
     as it comes; on failure raise with the command, exit code and the end of its output."""
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", preexec_fn=_die_with_parent)
-    except FileNotFoundError as error:
-        raise KindError(f"{argv[0]} is not installed or not on PATH ({preflight.KIND_INSTALL})") from error
+        proc = commands.start(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                              preexec_fn=_die_with_parent)
+    except OSError as error:  # not there, not executable, a directory
+        problem = preflight.kind_binary_problem(argv[0]) or str(error)
+        raise KindError(f"{problem}: {preflight.kind_remedy(argv[0])}") from error
     out: list[str] = []
     err: list[str] = []
 
@@ -72,12 +73,10 @@ def run_command(argv: Sequence[str], timeout: float, on_line: Progress | None = 
     try:
         returncode = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired as error:
-        proc.kill()
-        proc.wait()
+        commands.kill_group(proc)  # kind's children (docker run) too
         raise KindError(f"`{' '.join(argv)}` did not finish in {timeout:.0f}s") from error
     except BaseException:  # Ctrl-C, SIGTERM: the command goes with us
-        proc.kill()
-        proc.wait()
+        commands.kill_group(proc)
         raise
     for pump in pumps:
         pump.join()
@@ -248,25 +247,23 @@ class KindProvider(Provider):
     def _wait_for_nodes(self, cluster: str, kubeconfig: str, behaviors: Sequence[str]) -> dict[str, SwapNode]:
         """Each behavior's node (by its label), Ready and schedulable: kind --wait covers the
         control plane only, workers may still be joining, and an emulated API server may not
-        answer for a while (that is waited out too, within the same bound)."""
-        from clusters.discovery import DiscoveryError, api_client, get_json
+        answer for a while: every call may wait for it until the same deadline (a permanent
+        error, such as a kubeconfig that is not one, still fails at once)."""
+        from clusters.discovery import api_client, get_json
 
         self.progress(f"{cluster}: waiting for a Ready schedulable node for each of {', '.join(behaviors)}")
         seen: list[SwapNode] = []
         labeled: dict[str, str] = {}
-        last_error: list[str] = []
+        deadline = time.monotonic() + NODE_READY_SECONDS
 
         def every_node() -> dict[str, SwapNode] | None:
-            try:
-                items = get_json(api_client(kubeconfig, retries=False), "/api/v1/nodes", f"the node list of {cluster}",
-                                 30)["items"]
-                labeled.clear()
-                labeled.update({(i["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL, ""):
-                                i["metadata"]["name"] for i in items})
-                seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True, seconds=30)
-            except DiscoveryError as error:
-                last_error[:] = [str(error)]
-                return None
+            left = max(1.0, deadline - time.monotonic())
+            items = get_json(api_client(kubeconfig, retries=False), "/api/v1/nodes", f"the node list of {cluster}",
+                             left)["items"]
+            labeled.clear()
+            labeled.update({(i["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL, ""):
+                            i["metadata"]["name"] for i in items})
+            seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True, seconds=max(1.0, deadline - time.monotonic()))
             ready = {n.name: n for n in seen}
             found = {b: ready[labeled[b]] for b in behaviors if labeled.get(b) in ready}
             return found if len(found) == len(behaviors) else None
@@ -282,7 +279,6 @@ class KindProvider(Provider):
                 f"gave up after {NODE_READY_SECONDS}s waiting for a Ready schedulable node labeled"
                 f" {kind_config.BEHAVIOR_LABEL} for each of {', '.join(behaviors)} in {cluster}; labeled:"
                 f" {labeled}; Ready and schedulable: {summary(seen)}"
-                + (f"; the API server last said: {last_error[0]}" if last_error else "")
             )
         for node in nodes.values():
             if node.swap_capacity <= 0:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters import versions
+from clusters import commands, versions
 from e2e.oracle import kernel_supports_noswap
 
 GiB = 1024**3
@@ -190,7 +190,7 @@ def check_memory(meminfo: str, required: int) -> Check:
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def check_docker(run: Runner = subprocess.run) -> Check:
+def check_docker(run: Runner = commands.run) -> Check:
     if shutil.which("docker") is None:
         return Check(
             "docker",
@@ -236,20 +236,42 @@ MIN_KIND_FOR_NODE_MINOR = {37: (0, 33, 0)}
 KIND_INSTALL = f"go install sigs.k8s.io/kind@{versions.KIND}"
 
 
-def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
-    path = shutil.which(kind_bin)
-    if path is None:
-        return Check(
-            "kind",
-            False,
-            f"{kind_bin!r} is not on PATH",
-            f"install it: {KIND_INSTALL} (then put $(go env GOPATH)/bin first on PATH), or pass"
-            " --kind-bin /path/to/kind",
-        )
+KIND_VERSION_SECONDS = 30
+
+
+def kind_binary_problem(kind_bin: str) -> str | None:
+    """What is wrong with --kind-bin as a file, before running it: a path that does not exist, is
+    a directory or is not executable, or a name PATH does not have; None when it can run."""
+    if os.sep not in kind_bin:
+        return None if shutil.which(kind_bin) else f"{kind_bin!r} is not on PATH"
+    path = Path(kind_bin)
+    if path.is_dir():
+        return f"--kind-bin {kind_bin} is a directory, not the kind binary"
+    if not path.exists():
+        return f"--kind-bin {kind_bin} does not exist"
+    if not os.access(path, os.X_OK):
+        return f"--kind-bin {kind_bin} is not executable (mode {path.stat().st_mode & 0o777:o})"
+    return None
+
+
+def kind_remedy(kind_bin: str) -> str:
+    if os.sep in kind_bin and Path(kind_bin).is_file():
+        return f"make it executable (chmod +x {kind_bin}), or reinstall kind: {KIND_INSTALL}"
+    return (f"install it: {KIND_INSTALL} (then put $(go env GOPATH)/bin first on PATH), or pass"
+            " --kind-bin /path/to/kind")
+
+
+def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Runner = commands.run) -> Check:
+    problem = kind_binary_problem(kind_bin)
+    if problem is not None:
+        return Check("kind", False, problem, kind_remedy(kind_bin))
+    path = shutil.which(kind_bin) or kind_bin
     try:
-        result = run([path, "version"], capture_output=True, text=True, timeout=30)
+        # its own process group: a kind that hangs is killed with whatever it started
+        result = run([path, "version"], capture_output=True, text=True, timeout=KIND_VERSION_SECONDS)
     except subprocess.TimeoutExpired:
-        return Check("kind", False, f"`{path} version` did not answer in 30 s", f"reinstall kind: {KIND_INSTALL}")
+        return Check("kind", False, f"`{path} version` did not answer in {KIND_VERSION_SECONDS} s",
+                     f"reinstall kind: {KIND_INSTALL}")
     match = _KIND_VERSION.search(result.stdout)
     if result.returncode != 0 or not match:
         return Check("kind", False, f"`{path} version` failed: {result.stderr.strip() or result.stdout.strip()}",
@@ -294,7 +316,7 @@ class DockerHost:
         return self.endpoint.startswith(("tcp://", "ssh://"))
 
 
-def docker_host(run: Runner = subprocess.run) -> DockerHost | None:
+def docker_host(run: Runner = commands.run) -> DockerHost | None:
     try:
         result = run(["docker", "info", "--format", "{{json .}}"], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
@@ -309,7 +331,7 @@ def docker_host(run: Runner = subprocess.run) -> DockerHost | None:
                       int(info.get("MemTotal") or 0), os.environ.get("DOCKER_HOST", ""))
 
 
-def read_docker_host_files(image: str, run: Runner = subprocess.run) -> tuple[str, str] | None:
+def read_docker_host_files(image: str, run: Runner = commands.run) -> tuple[str, str] | None:
     """(/proc/swaps, /proc/meminfo) of the Docker host, read in a throwaway container of
     ``image`` (neither file is namespaced); None when the image is not on the Docker host."""
     if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode != 0:
@@ -377,12 +399,9 @@ _REFERENCE = re.compile(
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
 
 
-def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = subprocess.run) -> Check:
-    """A --node-image that kind could not use is refused before any cluster exists: a malformed
-    reference, a Kubernetes older than the suite supports, or an image Docker can neither find
-    nor pull (pulled here, as kind would, so a missing image fails once and clearly)."""
-    if image is None:
-        return Check("node image", True, "kind's default node image")
+def node_image_refusal(image: str, version: tuple[int, int, int] | None) -> Check | None:
+    """What is wrong with a --node-image by its name alone (the reference, the Kubernetes version
+    in its tag), without asking Docker; None when nothing is."""
     minimum = ".".join(map(str, versions.MIN_KUBERNETES))
     if not _REFERENCE.match(image):
         return Check("node image", False, f"{image!r} is not an image reference",
@@ -390,6 +409,18 @@ def check_node_image(image: str | None, version: tuple[int, int, int] | None, ru
     if version is not None and tuple(version[:2]) < versions.MIN_KUBERNETES:
         return Check("node image", False, f"{image} is Kubernetes {'.'.join(map(str, version))}: the suite supports"
                      f" {minimum} and newer (LimitedSwap's formula)", f"use a node image of Kubernetes {minimum} or newer")
+    return None
+
+
+def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = commands.run) -> Check:
+    """A --node-image that kind could not use is refused before any cluster exists: a malformed
+    reference, a Kubernetes older than the suite supports, or an image Docker can neither find
+    nor pull (pulled here, as kind would, so a missing image fails once and clearly)."""
+    if image is None:
+        return Check("node image", True, "kind's default node image")
+    refused = node_image_refusal(image, version)
+    if refused is not None:
+        return refused
     try:
         if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode == 0:
             return Check("node image", True, f"{image} is on the Docker host")

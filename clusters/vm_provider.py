@@ -8,9 +8,7 @@ behavior must not run while another behavior's tests do: run the vm provider wit
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
-import shutil
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -81,20 +79,13 @@ class VmProvider(Provider):
         return {b: reason if b == WORKLOAD_CONTROLLED_SWAP else None for b in behaviors}
 
     def preflight(self, behaviors: Sequence[str]) -> None:
-        checks = []
-        for tool, package in (("qemu-system-x86_64", "qemu-system-x86"), ("qemu-img", "qemu-utils"),
-                              ("debootstrap", "debootstrap"), ("go", "golang (>= the Kubernetes go directive)"),
-                              ("mkfs.ext4", "e2fsprogs")):
-            found = shutil.which(tool)
-            checks.append(Check(tool, bool(found), found or "not on PATH", f"install {package} (apt-get install {package.split()[0]})"))
-        if self.kubernetes is not None and self.kubernetes.patches:
-            found = shutil.which("patch")
-            checks.append(Check("patch", bool(found), found or "not on PATH", "apt-get install patch"))
-        if os.geteuid() != 0:
-            checks.append(Check("root", False, "building the guest image (debootstrap) needs root", "run as root"))
         from clusters.preflight import check_cache_dir
+        from clusters.vm import hostcheck
 
-        checks.append(check_cache_dir())
+        cache = check_cache_dir()
+        checks = [cache]
+        if cache.ok:  # the same checks as `python -m clusters.vm up`: tools, Go for what is not built yet
+            checks += hostcheck.checks(self.vm().kubernetes, root=self.vm().cache_dir, guest_image=True, boot=True)
         if not all(c.ok for c in checks):
             raise PreflightError(checks)
         self._build_kubernetes()

@@ -37,7 +37,7 @@ def is_agent(pod: dict) -> bool:
 
 def node_agent(observer: NodeObserver, image: str) -> NodeFiles:
     """The agent on the observer's node, started on first use."""
-    from e2e.conftest import Workspace
+    from e2e.workspace import Workspace
 
     if observer not in _agents:
         node = observer.node

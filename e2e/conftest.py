@@ -4,114 +4,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from clusters.provider import NotCoveredError, SwapNode
 from e2e.gate import could_not_test
-from e2e.observe import NodeObserver, unique_name
-from e2e.record import Recorder, Series
+from e2e.observe import unique_name
+from e2e.record import Recorder
+from e2e.workspace import Workspace, observer_of
 from workloads.pods import labels
-
-if TYPE_CHECKING:
-    from e2e.nodefiles import NodeFiles
-    from e2e.sampler import CgroupSampler
-
-_observers: dict[tuple[str, str], NodeObserver] = {}
-
-
-def observer_of(node: SwapNode) -> NodeObserver:
-    key = (node.kubeconfig, node.name)
-    if key not in _observers:
-        _observers[key] = NodeObserver(node)
-    # The node's behavior may have been switched since (vm): keep the observer's view current.
-    _observers[key].node = node
-    return _observers[key]
-
-
-@dataclass
-class Workspace:
-    """One test's namespace on one node, the workload image there, and the node's observer."""
-
-    node: SwapNode
-    observer: NodeObserver
-    namespace: str
-    image: str
-    test: str
-    record: Recorder = field(default_factory=lambda: Recorder([]))
-    deployed: list[str] = field(default_factory=list)
-    sampled: list[tuple[str, str]] = field(default_factory=list)  # (pod, container) being sampled
-    _sampler: CgroupSampler | None = None
-    _container_ids: dict[tuple[str, str], str] = field(default_factory=dict)
-
-    def deploy(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        self.observer.create(manifest)
-        if manifest["kind"] == "Pod":
-            self.deployed.append(manifest["metadata"]["name"])
-        return manifest
-
-    def node_files(self) -> NodeFiles:
-        """The node's own files, read by the node agent (e2e/agent.py), started on first use."""
-        from e2e.agent import node_agent
-
-        return node_agent(self.observer, self.image)
-
-    def deploy_sampled(self, manifest: dict[str, Any], container: str = "stress", interval: str = "100ms") -> dict[str, Any]:
-        """Deploy a pod whose container's memory the node agent samples from its cgroup, every
-        `interval` of the first call, from when it starts until the test ends: the report plots it."""
-        from e2e.sampler import CgroupSampler
-
-        if self._sampler is None:
-            self._sampler = CgroupSampler(self.node_files(), interval)
-        name = manifest["metadata"]["name"]
-        self.sampled.append((name, container))
-        self.deploy(manifest)
-        self._sampler.follow(self.observer.pod(self.namespace, name)["metadata"]["uid"])
-        return manifest
-
-    def stop_sampling(self) -> dict[tuple[str, str], Series]:
-        """Every sampled container's series so far (recorded for the report); sampling of this
-        test's pods is over."""
-        from e2e.sampler import parse_series
-
-        if self._sampler is None:
-            return {}
-        output = self._sampler.samples()
-        self._sampler = None
-        found = {}
-        for pod, container in self.sampled:
-            statuses = self.observer.pod(self.namespace, pod).get("status", {}).get("containerStatuses") or []
-            status = next((cs for cs in statuses if cs["name"] == container), {})
-            container_id = str(status.get("containerID") or self._container_ids.get((pod, container), "")).rpartition("://")[2]
-            terminated = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
-            found[(pod, container)] = parse_series(output, f"{pod}/{container}", container_id or "<no container id>",
-                                                   terminated)
-            self.record.series(found[(pod, container)])
-        self.sampled = []
-        return found
-
-    def samples(self, pod: str, container: str = "stress") -> Series:
-        """Stop sampling and return that container's series (every sampled one is recorded)."""
-        return self.stop_sampling()[(pod, container)]
-
-    def finish_sampling(self) -> None:
-        try:
-            self.stop_sampling()
-        except Exception as error:  # noqa: BLE001 - a missing plot must not hide the test's own outcome
-            warnings.warn(f"{self.namespace}: memory samples lost: {error}", stacklevel=1)
-
-    def running(self, name: str) -> dict[str, Any]:
-        pod = self.observer.wait_running(self.namespace, name)
-        self.record.phase(f"{name} running")
-        for status in pod.get("status", {}).get("containerStatuses") or []:
-            if status.get("containerID"):  # an evicted container's status may lose it
-                self._container_ids[(name, status["name"])] = status["containerID"]
-        return pod
-
-    def explain(self, name: str) -> str:
-        return self.observer.explain(self.namespace, name)
 
 
 @pytest.fixture

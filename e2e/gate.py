@@ -8,7 +8,7 @@ from typing import NoReturn
 
 import pytest
 
-# The suite's conftest puts here how to learn the behaviors the gate requires (computed once,
+# The suite's plugin (e2e/plugin/summary.py) puts here how to learn the behaviors the gate requires (computed once,
 # it asks the provider whether WorkloadControlledSwap can be offered).
 REQUIRED_KEY = pytest.StashKey[Callable[[], list[str]]]()
 

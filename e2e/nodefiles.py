@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from workloads.pods import labels
 
 if TYPE_CHECKING:
-    from e2e.conftest import Workspace
+    from e2e.workspace import Workspace
 
 HOST_CGROUP = "/host-cgroup"
 SCRATCH = "/scratch"  # the reader's own writable directory (the image has no other)

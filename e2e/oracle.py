@@ -478,7 +478,8 @@ def page_edge_request(near: int, node_memory_bytes: int, node_swap_bytes: int, p
     than the same product rounded to nearest, rounded up, or aligned up to a page: a rounding
     change in the kubelet reads back differently instead of vanishing in the page floor.
     `near` itself where no request does within 65536 pages: the node has no swap (every value is
-    0), or swap is a whole multiple of memory (every exact quotient is a whole number).
+    0), swap is a whole multiple of memory (every exact quotient is a whole number), or the ratio
+    never lets a quotient land there (2/3: every quotient is k/3, and value + 2/3 needs an even value).
     """
     from fractions import Fraction
 

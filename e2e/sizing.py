@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from workloads.pods import Mi, alloc_command, stress_pod
 
 TARGET_SWAP = 64 * Mi  # the swap limit Burstable stress pods are sized for

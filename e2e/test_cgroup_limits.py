@@ -15,9 +15,9 @@ import pytest
 
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace, observer_of
 from e2e.nodefiles import CgroupRead
 from e2e.observe import explanation, unique_name, wait_for
+from e2e.workspace import Workspace, observer_of
 from e2e.record import Recorder
 from e2e.sizing import burstable_sizing
 from workloads.pods import QOS_SHAPES, Mi, PodShape, labels, stress_pod

@@ -23,7 +23,7 @@ import pytest
 
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace, observer_of
+from e2e.workspace import Workspace, observer_of
 from e2e.eviction import (
     DesignError,
     EvictionWatch,

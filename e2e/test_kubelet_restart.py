@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing

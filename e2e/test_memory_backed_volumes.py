@@ -12,7 +12,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from e2e.gate import could_not_test
 from e2e.sizing import burstable_sizing
 from workloads.pods import MEMORY_VOLUME, Mi, alloc_command, labels, memory_volumes_pod, resident_command, stress_pod

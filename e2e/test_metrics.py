@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from clusters.provider import SwapNode
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus, summary_container, summary_pod, swap_usage_mismatches
 from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles
 from e2e.observe import wait_for

@@ -20,7 +20,7 @@ from clusters.discovery import kubelet_config
 from clusters.behaviors import normalize
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from e2e.nodefiles import NodeFiles, NodeToolsUnavailable, StaticPodDir
 from e2e.observe import POD_START_SECONDS, wait_for
 from workloads.pods import of_the_suite, static_pod

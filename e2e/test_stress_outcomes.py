@@ -12,7 +12,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing, overcommit_sizing, swapping_past_limit
 from workloads.pods import GUARANTEED, STRESS, Mi, alloc_command, fork_spike_command, stress_pod

@@ -24,7 +24,7 @@ import pytest
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from e2e.gate import could_not_test
 from e2e.observe import wait_for
 from e2e.test_stress_outcomes import OVERHEAD_BOUND, STEP, allocated_before_kill

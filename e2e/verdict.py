@@ -54,7 +54,7 @@ DEFAULT_REQUIRED: tuple[str, ...] = (NO_SWAP, LIMITED_SWAP)
 # The skip of e2e/test_workload_controlled_swap.py where the API server refuses the field itself
 # (its probe's rejection names only resources.limits/requests[swap] as an invalid resource name).
 NO_LIMITS_SWAP_API = "the API server refuses resources.limits.swap (no KEP-5359)"
-# conftest.py _skip_if_too_old: f"needs {what} >= {version}; node {name} runs {have}"
+# e2e/plugin/nodes.py skip_if_too_old: f"needs {what} >= {version}; node {name} runs {have}"
 _TOO_OLD = re.compile(r"needs (?P<what>kubelet|kernel) >= (?P<needed>\S+); node (?P<node>\S+) runs (?P<have>\S+)")
 
 

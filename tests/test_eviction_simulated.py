@@ -16,7 +16,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import test_eviction
-from e2e.conftest import Workspace
+from e2e.workspace import Workspace
 from e2e.record import Recorder
 
 Mi = 1 << 20

@@ -67,7 +67,7 @@ def test_failed_preflight_is_one_message_and_creates_nothing(suite: pytest.Pytes
     assert result.ret == 3
     output = result.stdout.str() + result.stderr.str()
     assert output.count("preflight failed (") == 1
-    assert "[FAIL] kind: '/nonexistent/kind' is not on PATH" in output
+    assert "[FAIL] kind: --kind-bin /nonexistent/kind does not exist" in output
     assert "fix: install it: go install sigs.k8s.io/kind@" in output
     assert "passed" not in output and "error" not in output.lower().replace("preflight", "")
 

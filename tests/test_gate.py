@@ -180,7 +180,6 @@ def test_summary_is_derived_from_results() -> None:
 # --- whole runs ------------------------------------------------------------------------------
 
 FAKE_PROVIDER = '''
-import pytest
 from clusters.provider import Provider, SwapNode
 
 class FakeProvider(Provider):
@@ -196,19 +195,14 @@ class FakeProvider(Provider):
         return SwapNode(behavior, "fake", "c", "kc", "node-" + behavior.lower(), "v1.37.1", "6.12.0", 4 << 30,
                         4 << 30, 2 << 30, True)
 
-@pytest.fixture(scope="session")
-def swap_provider(pytestconfig):
-    import conftest  # the suite's own, as pytest loaded it
+def pytest_ksc_make_provider(config):  # the suite's hook: this plugin (-p fake) offers the provider
+    from e2e.plugin.run import progress_for
 
-    provider = FakeProvider(conftest.progress_for(pytestconfig, "fake"))
-    run_dir = pytestconfig.stash[conftest._run_dir_key]
-    conftest.shared.get_or_create(run_dir, "prepared", lambda: provider.prepare(["NoSwap", "LimitedSwap"]) or {})
-    return provider
+    return FakeProvider(progress_for(config, "fake"))
 '''
 
 CORE_TEST = '''
 import pytest
-from fake import swap_provider  # noqa: F401 - a module fixture overrides the suite's provider
 
 def test_claim(swap_node):
     pass
@@ -233,7 +227,7 @@ def gated_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> p
 
 
 def run(suite: pytest.Pytester, *args: str):
-    result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={suite.path / 'fake.py'}", *args)
+    result = suite.runpytest_subprocess("-p", "fake", "--provider=existing", f"--kubeconfig={suite.path / 'fake.py'}", *args)
     return result, result.stdout.str()
 
 
@@ -269,7 +263,6 @@ def test_without_the_gate_skips_are_reported_not_failed(gated_suite: pytest.Pyte
 
 EVICTION_TEST = '''
 import pytest
-from fake import swap_provider  # noqa: F401
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 def test_eviction(swap_node, swap_provider):
@@ -278,7 +271,6 @@ def test_eviction(swap_node, swap_provider):
 
 RESIZE_TEST = '''
 import pytest
-from fake import swap_provider  # noqa: F401
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 @pytest.mark.min_kubernetes("9.99")
@@ -304,7 +296,6 @@ def test_gate_accepts_the_node_fixtures_version_skip_in_a_required_module(gated_
 
 
 RECORDING_TEST = '''
-from fake import swap_provider  # noqa: F401
 from e2e.record import Recorder, Series
 
 def test_records(swap_node, request):

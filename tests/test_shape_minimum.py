@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 TESTS = """
 import pytest
 
-import conftest
+from e2e.plugin.nodes import skip_if_too_old
 from clusters.provider import SwapNode
 from e2e.test_cgroup_limits import SHAPES
 
@@ -23,7 +23,7 @@ from e2e.test_cgroup_limits import SHAPES
 @pytest.mark.parametrize("shape", SHAPES)
 def test_shape(request, shape, kubelet):
     node = SwapNode("LimitedSwap", "vm", "c", "kc", "node-1", kubelet, "6.12.48", 1, 1, 1, True)
-    conftest._skip_if_too_old(request, node)
+    skip_if_too_old(request, node)
 """
 
 

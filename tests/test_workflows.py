@@ -239,5 +239,27 @@ def test_step_summaries_show_the_matrix_the_suite_writes_where_it_is_uploaded(wo
 
     text = workflow.read_text()
     assert f"results/{report.MATRIX_MD}" in text and "path: results/" in text
-    conftest = (ROOT / "conftest.py").read_text()
-    assert '"--results-dir", default="results"' in conftest  # the suite writes there by default
+    options = (ROOT / "e2e" / "plugin" / "options.py").read_text()
+    assert '"--results-dir", default="results"' in options  # the suite writes there by default
+
+
+def test_the_gate_verdict_follows_the_suite_exit_codes() -> None:
+    """The gate's `case` on pytest's exit code, run by bash for every code the suite documents:
+    a failed test or gate is `fail`; could not judge (interrupted, preflight, usage, no tests) is
+    `error`."""
+    import shutil
+    import subprocess
+
+    from clusters.cli import Exit
+
+    gate = yaml.safe_load(GATE.read_text())
+    script = next(step["run"] for step in gate["jobs"]["gate"]["steps"] if step.get("id") == "suite")
+    block = re.search(r"^\s*case \$rc in\n.*?^\s*esac$", script, re.M | re.S)
+    assert block, script
+    bash = shutil.which("bash") or "/bin/bash"
+    expected = {Exit.OK: "pass", Exit.FAILED: "fail", Exit.INTERRUPTED: "error", Exit.PREFLIGHT: "error",
+                Exit.USAGE: "error", 5: "error"}  # 5: pytest's "no tests collected"
+    for code, verdict in expected.items():
+        done = subprocess.run([bash, "-c", f"rc={int(code)}\n{block.group(0)}\necho $verdict"], capture_output=True,
+                              text=True, timeout=30)
+        assert done.stdout.strip() == verdict, f"exit {int(code)}: the gate says {done.stdout.strip()!r}, not {verdict!r}"

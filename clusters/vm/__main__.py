@@ -18,6 +18,11 @@
 ``up`` prints the kubeconfig path on stdout (progress goes to stderr) and leaves the VM running.
 ``kind-host up`` builds the node image, boots the host, loads the image into its Docker and
 prints ``export`` lines (DOCKER_HOST, KSC_KIND_API_PORTS, KSC_KIND_NODE_IMAGE) on stdout.
+
+Every command has one error path (clusters/cli.py): a message on stderr and the suite's exit
+code (4 bad arguments, 3 the host is not ready: a missing tool, an unreachable proxy, a guest
+already starting; 2 interrupted, with what it started stopped; 1 the work failed), a traceback
+only with --debug. ``--state-dir`` and ``--debug`` go before or after the subcommand.
 """
 from __future__ import annotations
 
@@ -25,36 +30,148 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
+from clusters import cli, versions
 
 from . import build as _build
 from . import k8s_source
-from .cluster import VmCluster
 from .k8s_source import KubernetesSource, SourceError
 
+def _failures() -> tuple[type[BaseException], ...]:
+    """The errors whose message is the whole story (exit 1, no traceback)."""
+    from .cluster import VmClusterError
+    from .image import ImageError
+    from .kindhost import KindHostError
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of MiB, got {value}")
-    return value
+    return (VmClusterError, KindHostError, ImageError, _build.BuildError, SourceError, OSError)
 
 
-def _add_source_args(s: argparse.ArgumentParser) -> None:
+def k8s_version(text: str) -> str:
+    """An argparse type: 'latest', or a release (or, with --k8s-source, a tag) of 1.28 or later."""
+    if text == "latest":
+        return text
+    match = k8s_source.CHECKOUT_TAG.fullmatch(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kubernetes release (want v1.MINOR.PATCH, e.g."
+                                         f" {versions.KUBERNETES}, or 'latest')")
+    if (1, int(match.group(1))) < versions.MIN_KUBERNETES:
+        oldest = ".".join(map(str, versions.MIN_KUBERNETES))
+        raise argparse.ArgumentTypeError(f"{text}: the suite tests Kubernetes {oldest} and newer (LimitedSwap's formula)")
+    return text
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every command takes, before or after its subcommand (SUPPRESS: a subcommand's
+    parser does not overwrite what the top level was given)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
+                        help="run state directory (default ~/.cache/kube-swap-conformance/vm/run; for kind-host,"
+                             " .../vm/kind-host)")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="a failure's traceback too")
+    return common
+
+
+def _add_source_args(s: argparse.ArgumentParser, version_help: str = "k8s.io/kubernetes release on the Go proxy,"
+                                                                     " or 'latest'") -> None:
+    s.add_argument("--k8s-version", type=k8s_version, default=_build.DEFAULT_K8S_VERSION, help=version_help)
     s.add_argument("--k8s-patch", action="append", default=[], type=Path, metavar="FILE",
                    help="apply this git-diff patch to the release's source before building (repeatable)")
     s.add_argument("--k8s-source", type=Path, default=None, metavar="DIR",
                    help="build from this local kubernetes checkout instead of the Go proxy")
 
 
+def parser() -> cli.Parser:
+    common = _common()
+    p = cli.Parser(prog="python -m clusters.vm", description="single-node Kubernetes in a QEMU guest",
+                   parents=[common])
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=cli.Parser)
+    node_memory = cli.mib(cli.MIN_NODE_MEMORY_MIB, "what a kubeadm control plane needs")
+    for name in ("up", "build"):
+        s = sub.add_parser(name, parents=[common])
+        _add_source_args(s)
+        s.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
+        if name == "up":
+            s.add_argument("--behavior", type=cli.behavior, default="LimitedSwap")
+            s.add_argument("--memory", type=node_memory, default=4096, help="guest RAM in MiB (4096)")
+            s.add_argument("--swap", type=cli.mib(), default=2048, help="guest swap file in MiB (2048)")
+            s.add_argument("--cpus", type=cli.count, default=2)
+            s.add_argument("--reuse", action="store_true", help="attach to a running VM if there is one")
+    ni = sub.add_parser("node-image", parents=[common],
+                        help="build the local kind node image (cached); print archive and ref")
+    _add_source_args(ni)
+    kh = sub.add_parser("kind-host", parents=[common], help="a Docker host for kind in a VM (cgroup v2, swap)")
+    khs = kh.add_subparsers(dest="kh_cmd", required=True, parser_class=cli.Parser)
+    khu = khs.add_parser("up", parents=[common])
+    khu.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
+    khu.add_argument("--memory", type=cli.mib(cli.MIN_KIND_HOST_MEMORY_MIB, "a kind control plane and a worker per"
+                                                                            " behavior, about 1 GiB each"),
+                     default=8192, help="guest RAM in MiB (8192)")
+    khu.add_argument("--swap", type=cli.mib(), default=4096, help="guest swap file in MiB (4096)")
+    khu.add_argument("--cpus", type=cli.count, default=2)
+    _add_source_args(khu, "version of the node image to load")
+    khu.add_argument("--no-node-image", action="store_true", help="do not build or load the local node image")
+    khu.add_argument("--reuse", action="store_true", help="attach to a running kind host if there is one")
+    for name in ("env", "status", "down"):
+        khs.add_parser(name, parents=[common])
+    khe = khs.add_parser("exec", parents=[common])
+    khe.add_argument("argv", nargs=argparse.REMAINDER)
+    sk = sub.add_parser("swap-kubelet", parents=[common],
+                        help="run another build's kubelet on the running node (control plane unchanged)")
+    _add_source_args(sk)
+    sub.add_parser("down", parents=[common])
+    sub.add_parser("status", parents=[common])
+    sb = sub.add_parser("set-behavior", parents=[common])
+    sb.add_argument("behavior", type=cli.behavior)
+    ex = sub.add_parser("exec", parents=[common])
+    ex.add_argument("argv", nargs=argparse.REMAINDER)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # not set_defaults: the parsers share _common()'s actions, and a default there would let a
+    # subcommand's parser overwrite the value given before it
+    args.state_dir = getattr(args, "state_dir", None)
+    args.debug = getattr(args, "debug", False)
+    return cli.run(_main, args, known=_failures())
+
+
 def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
     """--k8s-version/--k8s-patch/--k8s-source as one KubernetesSource ('latest' probed by name)."""
     if a.k8s_patch and a.k8s_source:
-        raise SourceError("--k8s-patch and --k8s-source together: apply the patch in your checkout instead")
-    if a.k8s_source:
-        given = None if a.k8s_version in (None, _build.DEFAULT_K8S_VERSION) else a.k8s_version
-        return k8s_source.checkout(a.k8s_source, given)
-    version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else a.k8s_version
-    return k8s_source.release(version, a.k8s_patch)
+        raise cli.UsageError("--k8s-patch and --k8s-source together: apply the patch in your checkout instead")
+    try:
+        if a.k8s_source:
+            given = None if a.k8s_version in (None, _build.DEFAULT_K8S_VERSION) else a.k8s_version
+            return k8s_source.checkout(a.k8s_source, given)
+        version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else a.k8s_version
+        return k8s_source.release(version, a.k8s_patch)
+    except SourceError as error:
+        raise cli.UsageError(str(error)) from None
+
+
+def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image: bool, boot: bool,
+               binaries: bool = True) -> None:
+    """The host's tools, all at once, before anything is built or booted (exit 3)."""
+    from clusters.preflight import require
+
+    from . import hostcheck
+
+    require(hostcheck.checks(kubernetes, root=cache, guest_image=guest_image, boot=boot, binaries=binaries))
+
+
+def _cache() -> Path:
+    from .paths import writable_cache_root
+
+    try:
+        return writable_cache_root()
+    except OSError as error:
+        from clusters.preflight import Check, PreflightError
+
+        raise PreflightError([Check("cache directory", False, error.strerror or str(error),
+                                    "export KSC_CACHE_DIR=/a/writable/dir")]) from None
 
 
 def _kind_host_main(a: argparse.Namespace) -> int:
@@ -63,37 +180,33 @@ def _kind_host_main(a: argparse.Namespace) -> int:
 
     if a.kh_cmd == "up":
         host = KindHost(a.state_dir, kernel=a.kernel, memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
-        images = []
-        if not a.no_node_image:
-            built = build_node_image(_kubernetes(a), progress=host.progress)
-            images.append(built)
-        try:
+        with host.starting():  # before the node image is built: a second `up` stops here, at once
+            kubernetes = None if a.no_node_image else _kubernetes(a)
+            _preflight(kubernetes, _cache(), guest_image=True, boot=True, binaries=not a.no_node_image)
+            images = [] if a.no_node_image else [build_node_image(kubernetes, progress=host.progress)]
             st = host.up(images, reuse=a.reuse)
-        except KeyboardInterrupt:
-            print("interrupted: kind host stopped", file=sys.stderr)
-            return 130
         env = st.env()
-        if not a.no_node_image:
-            env["KSC_KIND_NODE_IMAGE"] = built.ref
+        if images:
+            env["KSC_KIND_NODE_IMAGE"] = images[0].ref
         print("\n".join(f"export {k}={v}" for k, v in env.items()))
-        return 0
+        return cli.Exit.OK
     host = KindHost(a.state_dir)
     st = host.state()
     if a.kh_cmd == "down":
         host.down()
-        return 0
+        return cli.Exit.OK
     if a.kh_cmd == "status":
         print(json.dumps(host.status(), indent=2, default=str))
-        return 0 if host.is_running() else 1
+        return cli.Exit.OK if host.is_running() else cli.Exit.FAILED
     if not (st and host.is_running()):
-        print("no kind host is running (python -m clusters.vm kind-host up)", file=sys.stderr)
-        return 1
+        print("error: no kind host is running (python -m clusters.vm kind-host up)", file=sys.stderr)
+        return cli.Exit.FAILED
     if a.kh_cmd == "env":
         env = st.env()
         if st.node_images:
             env["KSC_KIND_NODE_IMAGE"] = st.node_images[-1]
         print("\n".join(f"export {k}={v}" for k, v in env.items()))
-        return 0
+        return cli.Exit.OK
     args = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
     rc, out, err = host.guest_exec(args)
     sys.stdout.write(out)
@@ -101,106 +214,55 @@ def _kind_host_main(a: argparse.Namespace) -> int:
     return rc
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusters.vm", description="single-node Kubernetes in a QEMU guest")
-    p.add_argument("--state-dir", type=Path, default=None, help="run state directory (default ~/.cache/kube-swap-conformance/vm/run)")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("up", "build"):
-        s = sub.add_parser(name)
-        s.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION,
-                       help="k8s.io/kubernetes release on the Go proxy, or 'latest'")
-        s.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
-        _add_source_args(s)
-        if name == "up":
-            s.add_argument("--behavior", default="LimitedSwap")
-            s.add_argument("--memory", type=int, default=4096, help="guest RAM in MiB")
-            s.add_argument("--swap", type=int, default=2048, help="guest swap file in MiB")
-            s.add_argument("--cpus", type=int, default=2)
-            s.add_argument("--reuse", action="store_true", help="attach to a running VM if there is one")
-    ni = sub.add_parser("node-image", help="build the local kind node image (cached); print archive and ref")
-    ni.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION)
-    _add_source_args(ni)
-    kh = sub.add_parser("kind-host", help="a Docker host for kind in a VM (cgroup v2, swap)")
-    kh.add_argument("--state-dir", type=Path, default=None, help="default ~/.cache/kube-swap-conformance/vm/kind-host")
-    khs = kh.add_subparsers(dest="kh_cmd", required=True)
-    khu = khs.add_parser("up")
-    khu.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
-    khu.add_argument("--memory", type=_positive, default=8192, help="guest RAM in MiB (8192)")
-    khu.add_argument("--swap", type=_positive, default=4096, help="guest swap file in MiB (4096)")
-    khu.add_argument("--cpus", type=_positive, default=2)
-    khu.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION, help="version of the node image to load")
-    _add_source_args(khu)
-    khu.add_argument("--no-node-image", action="store_true", help="do not build or load the local node image")
-    khu.add_argument("--reuse", action="store_true", help="attach to a running kind host if there is one")
-    for name in ("env", "status", "down"):
-        khs.add_parser(name)
-    khe = khs.add_parser("exec")
-    khe.add_argument("argv", nargs=argparse.REMAINDER)
-    sk = sub.add_parser("swap-kubelet", help="run another build's kubelet on the running node (control plane unchanged)")
-    sk.add_argument("--k8s-version", default=_build.DEFAULT_K8S_VERSION)
-    _add_source_args(sk)
-    sub.add_parser("down")
-    sub.add_parser("status")
-    sb = sub.add_parser("set-behavior")
-    sb.add_argument("behavior")
-    ex = sub.add_parser("exec")
-    ex.add_argument("argv", nargs=argparse.REMAINDER)
-    a = p.parse_args(argv)
-    try:
-        return _main(a)
-    except (SourceError, _build.BuildError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, SourceError) else 1
-
-
 def _main(a: argparse.Namespace) -> int:
+    from .cluster import VmCluster
+
     if a.cmd == "kind-host":
         return _kind_host_main(a)
     if a.cmd == "node-image":
         from .nodeimage import build_node_image
         from .progress import stderr_progress
 
-        built = build_node_image(_kubernetes(a), progress=stderr_progress("node-image"))
+        kubernetes = _kubernetes(a)
+        _preflight(kubernetes, _cache(), guest_image=True, boot=False)
+        built = build_node_image(kubernetes, progress=stderr_progress("node-image"))
         print(f"{built.archive}\n{built.ref}")
-        return 0
+        return cli.Exit.OK
 
     if a.cmd in ("up", "build"):
-        kw: dict = dict(kubernetes=_kubernetes(a), kernel=a.kernel)
+        kw: dict[str, Any] = dict(kernel=a.kernel)
         if a.cmd == "up":
             kw.update(memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
-        vm = VmCluster(a.state_dir, **kw)
+        vm = VmCluster(a.state_dir, kubernetes=_kubernetes(a), **kw)
         if a.cmd == "build":
-            img = vm.prepare()
-            print(img.disk)
-            return 0
-        try:
-            kubeconfig = vm.up(a.behavior, reuse=a.reuse)
-        except KeyboardInterrupt:
-            print("interrupted: VM stopped", file=sys.stderr)
-            return 130
-        print(kubeconfig)
-        return 0
+            _preflight(vm.kubernetes, _cache(), guest_image=True, boot=False)
+            print(vm.prepare().disk)
+            return cli.Exit.OK
+        with vm.starting():  # before anything is built: a second `up` stops here, at once
+            _preflight(vm.kubernetes, _cache(), guest_image=True, boot=True)
+            print(vm.up(a.behavior, reuse=a.reuse))
+        return cli.Exit.OK
     vm = VmCluster(a.state_dir)
     if a.cmd == "swap-kubelet":
-        print(vm.swap_kubelet(_kubernetes(a)))
-        return 0
+        kubernetes = _kubernetes(a)
+        _preflight(kubernetes, _cache(), guest_image=False, boot=False)
+        print(vm.swap_kubelet(kubernetes))
+        return cli.Exit.OK
     if a.cmd == "down":
         vm.down()
-        return 0
+        return cli.Exit.OK
     if a.cmd == "status":
         st = vm.status()
         print(json.dumps(st, indent=2, default=str))
-        return 0 if st.get("running") else 1
+        return cli.Exit.OK if st.get("running") else cli.Exit.FAILED
     if a.cmd == "set-behavior":
         vm.set_swap_behavior(a.behavior)
-        return 0
-    if a.cmd == "exec":
-        args = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
-        rc, out, err = vm.guest_exec(args)
-        sys.stdout.write(out)
-        sys.stderr.write(err)
-        return rc
-    return 2
+        return cli.Exit.OK
+    args = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    rc, out, err = vm.guest_exec(args)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return rc
 
 
 if __name__ == "__main__":

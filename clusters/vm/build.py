@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -35,8 +34,6 @@ from .k8s_source import KubernetesSource
 from .paths import cache_root
 
 Progress = Callable[[str], None]
-
-GOPROXY = versions.GOPROXY
 
 DEFAULT_K8S_VERSION = versions.KUBERNETES
 DEFAULT_CONTAINERD_VERSION = versions.CONTAINERD
@@ -86,9 +83,10 @@ def cache_lock(root: Path, name: str, progress: Progress | None = None):
 
 
 def _proxy_get(path: str, timeout: float = 60) -> str:
-    url = f"{GOPROXY.rstrip('/')}/{path}"
-    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - fixed proxy URL
-        return r.read().decode()
+    status, body = versions.proxy_get(path, timeout)
+    if status != 200:
+        raise BuildError(f"the Go module proxy {versions.module_proxy()} answered {status} for {path}")
+    return body.decode()
 
 
 def latest_kubernetes_version() -> str:

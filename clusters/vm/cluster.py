@@ -94,6 +94,8 @@ class VmCluster(Guest[VmState]):
 
     state_type = VmState
     error = VmClusterError
+    what = "vm node"
+    stop_command = "`python -m clusters.vm down`"
 
     node_name = guestfiles.NODE_NAME
 
@@ -191,7 +193,7 @@ class VmCluster(Guest[VmState]):
 
         Ctrl-C (SIGINT) or SIGTERM during ``up`` stops the VM it started before re-raising.
         """
-        with interrupts_raise():
+        with interrupts_raise(), self.starting():
             return self._up(behavior, reuse)
 
     def _up(self, behavior: str, reuse: bool) -> Path:

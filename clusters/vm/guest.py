@@ -7,26 +7,69 @@ its job needs (kubeadm and the API for the node; Docker and images for the kind 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Sequence, TypeVar
+from typing import IO, Any, ClassVar, Generic, Sequence, TypeVar
+
+from clusters.cli import NotReady
 
 from . import qemu
 
 S = TypeVar("S")
 
 
+class AlreadyStarting(NotReady):
+    """Another process is bringing up a guest in the same state directory."""
+
+
 class Guest(Generic[S]):
     state_type: ClassVar[type]
     error: ClassVar[type[Exception]] = RuntimeError
+    what: ClassVar[str] = "guest"  # as a person names it: "vm node", "kind host"
+    stop_command: ClassVar[str] = ""
 
     def __init__(self, state_dir: Path):
         self.state_dir = Path(state_dir)
         self.paths = qemu.VmPaths(self.state_dir)
         self.agent = qemu.GuestAgent(self.paths.qga)
         self.timings: dict[str, float] = {}
+        self._starting: IO[str] | None = None
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """Held while this process brings the guest up (builds included): a second `up` on the
+        same state directory stops at once, naming the process that holds it, instead of meeting
+        the first one's disk half-made. The kernel drops the lock with its process."""
+        if self._starting is not None:  # this process holds it already (the CLI, then up())
+            yield
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(self.state_dir / "starting.lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise AlreadyStarting(f"a {self.what} is already starting (pid {holder}) in {self.state_dir}: wait for it,"
+                                  f" or stop that process{' and run ' + self.stop_command if self.stop_command else ''}"
+                                  ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._starting = handle
+        try:
+            yield
+        finally:
+            self._starting = None
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
 
     # --- state -----------------------------------------------------------------------------
     @property

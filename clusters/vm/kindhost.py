@@ -177,6 +177,8 @@ class KindHost(Guest[KindHostState]):
 
     state_type = KindHostState
     error = KindHostError
+    what = "kind host"
+    stop_command = "`python -m clusters.vm kind-host down`"
 
     def __init__(self, state_dir: Path | None = None, *, kernel: str = "6.12", memory_mb: int = 8192,
                  swap_mb: int = 4096, cpus: int = 2, cache_dir: Path | None = None,
@@ -207,7 +209,7 @@ class KindHost(Guest[KindHostState]):
 
         Ctrl-C or SIGTERM during ``up`` stops the VM it started before re-raising.
         """
-        with interrupts_raise():
+        with interrupts_raise(), self.starting():
             return self._up(list(node_images or []), reuse)
 
     def _up(self, node_images: list["NodeImage"], reuse: bool) -> KindHostState:

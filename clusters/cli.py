@@ -1,0 +1,122 @@
+"""What the suite's commands share: their exit codes, their argument types and their one error path.
+
+The same numbers mean the same thing for `python -m pytest e2e ...` and for the command-line
+tools (`python -m clusters.vm`, `python -m clusters.versions`); 0, 1, 2 and 4 are pytest's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from clusters import behaviors as swap_behaviors
+
+
+class Exit(enum.IntEnum):
+    OK = 0  # passed (and the gate, if asked); a command did what it was asked
+    FAILED = 1  # a test or the gate failed; a command's work failed (a build, a boot)
+    INTERRUPTED = 2  # Ctrl-C or SIGTERM; what the run or command created is removed first
+    PREFLIGHT = 3  # the host or cluster cannot run it (missing tool, unreachable cluster); nothing created.
+    #                pytest also exits 3 on an internal error, which the suite reports as one message
+    USAGE = 4  # bad command line or environment value; nothing started
+
+
+# Smallest guests the tools boot. The kubeadm node skips kubeadm's own Mem check (1700 MB for a
+# control plane), so the suite states the floor: below it the control plane alone does not fit.
+MIN_NODE_MEMORY_MIB = 2048
+# The kind host holds a kind control plane and a worker per behavior, about 1 GiB each
+# (clusters/preflight.py MEMORY_PER_KIND_NODE), and Docker.
+MIN_KIND_HOST_MEMORY_MIB = 4096
+
+
+class UsageError(ValueError):
+    """A value the command line or the environment gave that cannot work: exit 4."""
+
+
+class NotReady(RuntimeError):
+    """The host cannot do it now, and says what would let it (a module proxy that cannot be
+    reached, a guest that is already starting): exit 3, like a failed preflight."""
+
+
+def mib(minimum: int = 1, why: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number of MiB, at least ``minimum`` (``why`` says why)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of MiB") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive number of MiB, got {value}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} MiB is too small: at least {minimum} MiB" + (f" ({why})" if why else ""))
+        return value
+
+    parse.__name__ = "MiB"
+    return parse
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number, at least 1 (a CPU count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def behavior(text: str) -> str:
+    """An argparse type: one swapBehavior, by the kubelet's (case-sensitive) name."""
+    try:
+        return swap_behaviors.normalize(text)
+    except swap_behaviors.UnknownBehaviorError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the suite's usage exit code (4)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
+        known: Sequence[type[BaseException]] = ()) -> int:
+    """The one error path of a command: its message and exit code, no traceback unless --debug.
+
+    UsageError: 4; a PreflightError (clusters.preflight) or NotReady: its message, 3; Ctrl-C/SIGTERM: 2;
+    an error of a type in ``known`` (a failed build, a guest that did not boot): its message, 1;
+    anything else: what it was, and that --debug shows where, 1."""
+    from clusters.preflight import PreflightError
+
+    debug = getattr(args, "debug", False)
+    try:
+        return main(args)
+    except KeyboardInterrupt:
+        print("interrupted: what this command had started is stopped", file=sys.stderr)
+        return Exit.INTERRUPTED
+    except UsageError as error:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {error}", file=sys.stderr)
+        return Exit.USAGE
+    except (PreflightError, NotReady) as error:
+        if debug:
+            traceback.print_exc()
+        print(str(error) if isinstance(error, PreflightError) else f"error: {error}", file=sys.stderr)
+        return Exit.PREFLIGHT
+    except Exception as error:  # noqa: BLE001 - the one place a command's failure becomes its message
+        if debug:
+            traceback.print_exc()
+        if isinstance(error, tuple(known)):
+            print(f"error: {error}", file=sys.stderr)
+        else:
+            print(f"error: {type(error).__name__}: {error} (an unexpected failure: --debug shows where)", file=sys.stderr)
+        return Exit.FAILED

@@ -1,0 +1,161 @@
+"""What tests ask for: a node running a behavior.
+
+Tests never ask for a provider. They ask for `swap_node` (parametrized over the behaviors the
+run selects), for a named node (`limited_swap_node`, `no_swap_node`,
+`workload_controlled_swap_node`), or mark themselves `needs_behavior("LimitedSwap")`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from clusters import behaviors as swap_behaviors
+from clusters import shared
+from clusters.preflight import PreflightError
+from clusters.provider import NotCoveredError, Provider, SwapNode
+from e2e import verdict
+from e2e.gate import could_not_test
+from e2e.plugin.options import settings
+from e2e.plugin.run import the_run
+from e2e.plugin.summary import record_coverage
+
+NAMED = {"no_swap_node": swap_behaviors.NO_SWAP, "limited_swap_node": swap_behaviors.LIMITED_SWAP,
+         "workload_controlled_swap_node": swap_behaviors.WORKLOAD_CONTROLLED_SWAP}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "swap_node" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("needs_behavior")
+    wanted = [swap_behaviors.normalize(b) for b in marker.args] if marker else list(swap_behaviors.ALL_BEHAVIORS)
+    # Behaviors the user did not select are not generated at all; a test none of whose
+    # behaviors is selected keeps them, to skip once with that reason.
+    selected = [b for b in wanted if b in settings(metafunc.config).behaviors] or wanted
+    metafunc.parametrize("swap_node", selected, indirect=True, ids=selected)
+
+
+def behavior_of(item: pytest.Item) -> str | None:
+    """The behavior a test runs on: its `swap_node` parameter, or the named node it asks for."""
+    callspec = getattr(item, "callspec", None)
+    behavior = callspec.params.get("swap_node") if callspec else None
+    return behavior or next((b for f, b in NAMED.items() if f in getattr(item, "fixturenames", ())), None)
+
+
+def _behavior_index(item: pytest.Item) -> int:
+    behavior = behavior_of(item)
+    return swap_behaviors.ALL_BEHAVIORS.index(behavior) if behavior else -1
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    # One behavior after another: a node that switches behavior in place (vm) switches once
+    # per behavior, and a failure report reads by behavior. The sort is stable within one.
+    items.sort(key=_behavior_index)
+    # Tests that share one expensive deployment per behavior (the 12 pod shapes) run on one
+    # xdist worker, so each behavior's shapes are deployed once, not once per worker.
+    for item in items:
+        group = item.get_closest_marker("shared_deployment")
+        behavior = behavior_of(item)
+        if group and behavior:
+            item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{behavior}"))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # pragma: no cover - only with -n
+    """The default distribution honours the xdist_group marks above (``--dist loadgroup``)."""
+    if config.getoption("dist") == "load":
+        from xdist.scheduler import LoadGroupScheduling
+
+        return LoadGroupScheduling(config, log)
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under -n, a `runs_alone` test runs while no other test of the run does (e2e/alone.py)."""
+    from e2e.alone import AloneTimeout, turn
+
+    try:
+        with turn(the_run(request.config).directory, request.node.get_closest_marker("runs_alone") is not None):
+            yield
+    except AloneTimeout as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def swap_provider(pytestconfig: pytest.Config) -> Provider:
+    run = the_run(pytestconfig)
+    if run.owner:
+        run.preflight_or_stop()  # done at collection already, unless the test was not seen to need it
+    else:
+        try:
+            run.preflight()  # the controller's outcome (it stopped the run had it failed)
+        except (PreflightError, shared.SharedCreationError) as error:
+            pytest.fail(str(error), pytrace=False)
+    behaviors = settings(pytestconfig).behaviors
+    shared.get_or_create(run.directory, "prepared", lambda: run.provider.prepare(behaviors) or {})
+    return run.provider
+
+
+def _not_covered(config: pytest.Config, behavior: str, reason: str) -> None:
+    record_coverage(config, behavior, None, reason)
+    could_not_test(config, f"{behavior} not covered: {reason}", behavior)
+
+
+def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
+    """The node for `behavior`, or a skip (a failure in gate mode) that says why there is none.
+
+    Called for every test: providers cache their nodes, and a node that switches behavior in
+    place (vm) is switched back here if an earlier test needed another behavior."""
+    config = request.config
+    request.node.user_properties.append((verdict.BEHAVIOR_PROPERTY, behavior))  # the report knows its behavior
+    if behavior not in settings(config).behaviors:
+        pytest.skip(f"{behavior} not selected (--behaviors {config.getoption('behaviors')})")
+    provider: Provider = request.getfixturevalue("swap_provider")
+    reason = provider.coverage([behavior])[behavior]
+    if reason:
+        _not_covered(config, behavior, reason)
+    try:
+        node = provider.node_for(behavior)
+    except NotCoveredError as error:
+        _not_covered(config, behavior, error.reason)
+    except shared.SharedCreationError as error:
+        # The full output went to the terminal once, as progress; each test says what and why.
+        lines = str(error).strip().splitlines()
+        pytest.fail(f"no {behavior} node: {lines[0]}" + (f" ... {lines[-1].strip()}" if len(lines) > 1 else ""),
+                    pytrace=False)
+    except Exception as error:  # noqa: BLE001 - a provider's failure (kind, qemu, the API): its message, no traceback
+        pytest.fail(f"no {behavior} node: {type(error).__name__}: {error}", pytrace=False)
+    record_coverage(config, behavior, node.describe(), None)
+    skip_if_too_old(request, node)
+    return node
+
+
+def skip_if_too_old(request: pytest.FixtureRequest, node: SwapNode) -> None:
+    """`min_kubernetes("1.34")` / `min_kernel("6.4")`: skip, saying so, only when the node is older."""
+    for marker, at_least, have, what in (("min_kubernetes", node.kubelet_at_least, node.kubelet_version, "kubelet"),
+                                         ("min_kernel", node.kernel_at_least, node.kernel, "kernel")):
+        mark = request.node.get_closest_marker(marker)
+        if mark and not at_least(mark.args[0]):
+            pytest.skip(f"needs {what} >= {mark.args[0]}; node {node.name} runs {have}")
+
+
+@pytest.fixture
+def swap_node(request: pytest.FixtureRequest) -> SwapNode:
+    """A node running the behavior this test instance is parametrized with."""
+    return node_running(request, request.param)
+
+
+@pytest.fixture
+def no_swap_node(request: pytest.FixtureRequest) -> SwapNode:
+    return node_running(request, swap_behaviors.NO_SWAP)
+
+
+@pytest.fixture
+def limited_swap_node(request: pytest.FixtureRequest) -> SwapNode:
+    return node_running(request, swap_behaviors.LIMITED_SWAP)
+
+
+@pytest.fixture
+def workload_controlled_swap_node(request: pytest.FixtureRequest) -> SwapNode:
+    return node_running(request, swap_behaviors.WORKLOAD_CONTROLLED_SWAP)

@@ -1,0 +1,397 @@
+"""The run's life: its directory (one per run, handed to every xdist worker), its provider, the
+progress lines the user sees, SIGTERM taken as Ctrl-C, and its end.
+
+Expensive clusters are created once per run and shared by all pytest-xdist workers; only the
+process that owns the run (the xdist controller, or the only process) deletes them, and only
+those this run created (the ledger in clusters/shared.py). The end has one path, however the
+run ends: the gate's verdict and the report, then teardown, then the run directory goes. It is
+reached after Ctrl-C or SIGTERM in any phase, and after any end-of-run hook raised (pytest's
+junitxml that cannot write its file, a plugin's summary): what raised is said once, the exit
+code says so (3 where the run would otherwise have passed), and nothing the run made is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters import progress, shared
+from clusters.cli import Exit
+from clusters.preflight import PreflightError
+from clusters.provider import Provider
+from e2e.plugin import hooks
+from e2e.plugin.options import settings
+
+RUN_DIR_KEY = "ksc_run_dir"
+RUN_START_KEY = "ksc_run_start"
+
+
+class Run:
+    """One run of the suite, as one process of it sees it."""
+
+    def __init__(self, config: pytest.Config, directory: Path, start: float, owner: bool):
+        self.config = config
+        self.directory = directory
+        self.start = start
+        self.owner = owner  # the xdist controller, or the only process: it tears down
+        self._provider: Provider | None = None
+        self._torn_down = False
+        self._preflight_asked = False
+        self.teardown_lines: list[str] = []  # what teardown did, for the summary
+        self.teardown_said = False
+        self.session: pytest.Session | None = None
+        self.sigterm_before: Any = signal.SIG_DFL
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = self.config.hook.pytest_ksc_make_provider(config=self.config)
+        return self._provider
+
+    def progress(self, source: str) -> progress.Progress:
+        """Lines the user sees live in the terminal, from whichever process of the run writes them:
+        an xdist worker's reach the terminal through the controller (which follows the run's
+        progress file); without xdist the process shows its own, past pytest's output capture."""
+        show = None if not self.owner or uses_xdist(self.config) else lambda line: _show_past_capture(self.config, line)
+        return progress.writer(self.directory, source, self.start, show)
+
+    def say(self, *lines: str) -> None:
+        say(self.config, *lines)
+
+    def preflight(self) -> None:
+        """The provider's preflight, once per run (any process may ask; clusters/shared.py runs
+        it in one and records the outcome). Raises PreflightError, or SharedCreationError when it
+        failed in another process."""
+        behaviors = settings(self.config).behaviors
+        shared.get_or_create(self.directory, "preflight", lambda: self.provider.preflight(behaviors) or {})
+
+    def preflight_or_stop(self) -> None:
+        """In the process that owns the run, before any test: a failure stops the run with its one
+        message and exit 3, as pytest.exit does, whether or not xdist workers wait for tests."""
+        if self._preflight_asked:
+            return
+        self._preflight_asked = True
+        try:
+            self.preflight()
+        except (PreflightError, shared.SharedCreationError) as error:
+            pytest.exit(str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: "),
+                        returncode=Exit.PREFLIGHT)
+
+    def teardown(self) -> None:
+        """Remove what this run created (or say what --keep-clusters keeps), once, whatever
+        raised before; a Ctrl-C or SIGTERM meanwhile is said and waited out (stopping now would
+        leave behind what is being deleted)."""
+        if not self.owner or self._torn_down:
+            return
+        self._torn_down = True
+        with _signals_deferred():
+            created = shared.created(self.directory)
+            if not created:
+                return
+            if self.config.getoption("keep_clusters"):
+                self.teardown_lines += [_kept(entry) for entry in created]
+                return
+            try:
+                self.teardown_lines += self.provider.teardown(created)
+            except Exception as error:  # noqa: BLE001 - said, with what is left, instead of a traceback
+                names = ", ".join(f"{e['provider']} {e['cluster']}" for e in created)
+                self.teardown_lines.append(f"FAILED to delete what the run created ({names}): {type(error).__name__}:"
+                                           f" {error}")
+
+    def crashed(self, session: pytest.Session | None, error: BaseException) -> None:
+        """An end-of-run hook raised: say it once, and a run that would have passed exits 3."""
+        frame = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+        where = f" (at {frame[0].filename}:{frame[0].lineno})" if frame else ""
+        self.say(f"the end of the run failed: {type(error).__name__}: {error}{where}; teardown runs all"
+                 " the same")
+        if session is not None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def show_teardown(self) -> None:
+        """The teardown lines, where the summary section that carries them was not written."""
+        if not self.teardown_said:
+            self.teardown_said = True
+            self.say(*self.teardown_lines)
+
+
+RUN = pytest.StashKey[Run]()
+
+
+def the_run(config: pytest.Config) -> Run:
+    return config.stash[RUN]
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def uses_xdist(config: pytest.Config) -> bool:
+    return config.pluginmanager.has_plugin("dsession")
+
+
+def progress_for(config: pytest.Config, source: str) -> progress.Progress:
+    return the_run(config).progress(source)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hooks)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_ksc_make_provider(config: pytest.Config) -> Provider:
+    run = the_run(config)
+    name = settings(config).provider
+    if name == "kind":
+        from clusters.kind_provider import KindProvider
+
+        patch = config.getoption("kind_config_patch")
+        return KindProvider(
+            config.getoption("kind_bin"), config.getoption("node_image"), run.directory, config.getoption("reuse_clusters"),
+            config_patch=Path(patch) if patch else None, progress=run.progress("kind"),
+            behaviors=settings(config).behaviors,
+        )
+    if name == "existing":
+        from clusters.existing import ExistingProvider
+
+        return ExistingProvider(settings(config).kubeconfig, stress_image=config.getoption("stress_image"))
+    from clusters.vm_provider import VmProvider
+
+    return VmProvider.from_pytest_config(config, run.directory, run.progress("vm"), kubernetes=settings(config).kubernetes)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if is_worker(config):
+        run = Run(config, Path(config.workerinput[RUN_DIR_KEY]), float(config.workerinput[RUN_START_KEY]), owner=False)
+    else:
+        run = Run(config, Path(tempfile.mkdtemp(prefix="ksc-run-")), time.time(), owner=True)
+    config.stash[RUN] = run
+    run.sigterm_before = _sigterm_is_ctrl_c()
+    if run.owner:
+        config.pluginmanager.register(_Guard(run), "ksc-end-guard")
+    if run.owner and config.getoption("cleanup_leaked"):
+        _cleanup_leaked(run)
+
+
+def pytest_configure_node(node) -> None:  # pytest-xdist: hand every worker the run directory
+    run = the_run(node.config)
+    node.workerinput[RUN_DIR_KEY] = str(run.directory)
+    node.workerinput[RUN_START_KEY] = run.start
+
+
+def _sigterm_is_ctrl_c() -> Any:
+    """SIGTERM (what CI sends on cancel) takes the Ctrl-C path: pytest stops, and the
+    controller's teardown deletes what the run created. Returns the handler it replaced."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _cleanup_leaked(run: Run) -> None:
+    provider = run.provider
+    leaked = getattr(provider, "leaked", None)
+    if leaked is None:
+        raise pytest.UsageError(f"--cleanup-leaked: the {provider.name} provider creates no clusters to clean up")
+    from clusters.kind_provider import KindError
+
+    try:
+        messages = [provider.delete(name) for name in leaked()]  # type: ignore[attr-defined]
+    except KindError as error:
+        raise pytest.UsageError(f"--cleanup-leaked could not list or delete suite clusters: {error}") from None
+    run.say(*(messages or ["--cleanup-leaked: no leaked suite cluster (ksc-mixed, or the ksc-noswap,"
+                           " ksc-limitedswap, ksc-workloadcontrolledswap of earlier versions) found"]))
+
+
+def _kept(entry: dict) -> str:
+    cluster = entry["cluster"]
+    how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
+           else "stop it with `python -m clusters.vm down`")
+    return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"
+
+
+# --- preflight: once, in the process that owns the run, before any test -------------------------
+
+PREFLIGHT_NEEDED = "preflight-needed"  # a worker collected tests that need nodes
+
+
+def _needs_nodes(config: pytest.Config, items: list[pytest.Item]) -> bool:
+    """Whether a collected test will ask for the provider or a node of a selected behavior."""
+    from e2e.plugin.nodes import behavior_of
+
+    selected = settings(config).behaviors
+    return any("swap_provider" in getattr(item, "fixturenames", ()) or "workspace" in getattr(item, "fixturenames", ())
+               or behavior_of(item) in selected for item in items)
+
+
+# tryfirst: in an xdist worker, before pytest-xdist reports the collection to the controller
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if config.option.collectonly or not _needs_nodes(config, session.items):
+        return
+    run = the_run(config)
+    if run.owner:
+        run.preflight_or_stop()
+    else:
+        (run.directory / PREFLIGHT_NEEDED).touch()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """The controller, when a worker has collected and before any test is scheduled."""
+    run = the_run(node.config)
+    if (run.directory / PREFLIGHT_NEEDED).exists():
+        run.preflight_or_stop()
+
+
+# --- what the user sees --------------------------------------------------------------------------
+
+def say(config: pytest.Config, *lines: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(f"kube-swap-conformance: {line}")
+        else:
+            print(f"kube-swap-conformance: {line}", file=sys.stderr, flush=True)
+
+
+def _show(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    # xdist's progress characters leave the line open; start a new one first
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(f"kube-swap-conformance {line}")
+
+
+def _show_past_capture(config: pytest.Config, line: str) -> None:
+    """Cluster creation runs inside a fixture, where pytest captures output: show the line the
+    way pytest's live logging does."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if capture is None:
+        _show(config, line)
+        return
+    with capture.global_and_fixture_disabled():
+        _show(config, line)
+
+
+_follower_key = pytest.StashKey[progress.Follower]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if not the_run(config).owner or not uses_xdist(config):
+        return  # without xdist every process shows its own progress (Run.progress)
+    config.stash[_follower_key] = progress.Follower(the_run(config).directory, lambda line: _show(config, line)).start()
+
+
+def _stop_progress(config: pytest.Config) -> None:
+    follower = config.stash.get(_follower_key, None)
+    if follower is not None:
+        follower.stop()
+
+
+# --- the end -------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def later(signum: int, frame: object) -> None:
+        sys.stderr.write(f"kube-swap-conformance: {signal.Signals(signum).name} while deleting what the run created:"
+                         " deleting it first\n")
+        sys.stderr.flush()
+
+    previous = {sig: signal.signal(sig, later) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# trylast, and a wrapper: after every other sessionfinish (pytest-xdist's has stopped, or
+# killed, the workers, so none is still creating a cluster while this deletes it), and whether
+# or not one of them raised.
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+    run = session.config.stash.get(RUN, None)
+    if run is None or not run.owner:
+        return (yield)
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 - another plugin's end (junitxml writing its file): said, not fatal
+        run.crashed(session, error)
+    finally:
+        _end(session, run)
+    return None
+
+
+def _end(session: pytest.Session, run: Run) -> None:
+    """The gate's verdict and the report (e2e/plugin/summary.py), then teardown: each happens
+    even when the one before raised."""
+    from e2e.plugin import summary
+
+    try:
+        preflight = shared.recorded_error(run.directory, "preflight")
+        if preflight and session.exitstatus != pytest.ExitCode.INTERRUPTED:  # a preflight cut short is no failure
+            session.exitstatus = Exit.PREFLIGHT
+        summary.conclude(session, judge_gate=not preflight)
+    except Exception as error:  # noqa: BLE001 - the verdict or the report broke: said, and teardown still runs
+        run.crashed(session, error)
+    finally:
+        run.teardown()
+        _stop_progress(run.config)  # after teardown's own lines
+
+
+class _Guard:
+    """Around everything else at the end of the run (the terminal summary included): whatever
+    raises there, the run tears down, says what happened once, and exits with a code for it."""
+
+    def __init__(self, run: Run):
+        self.run = run
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        self.run.session = session
+        try:
+            yield
+        except KeyboardInterrupt:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        except Exception as error:  # noqa: BLE001 - e.g. a plugin's terminal summary
+            self.run.crashed(session, error)
+        self.run.teardown()  # done already, unless what raised came before it
+        if self.run.teardown_lines:
+            self.run.show_teardown()
+        return None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> Generator[None, None, None]:
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - a plugin's unconfigure, after the run's exit code was set
+            self.run.crashed(self.run.session, error)
+            raise SystemExit(self.run.session.exitstatus if self.run.session else pytest.ExitCode.INTERNAL_ERROR) \
+                from None
+        finally:
+            self.run.teardown()  # done already, unless the session never ended (Ctrl-C while configuring)
+            # Nothing in the run directory outlives the run: --reuse-clusters finds kind clusters
+            # by name (`kind get kubeconfig`) and the vm node by its state directory in the cache.
+            shutil.rmtree(self.run.directory, ignore_errors=True)
+            signal.signal(signal.SIGTERM, self.run.sigterm_before)
+        return None

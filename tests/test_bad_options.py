@@ -1,0 +1,114 @@
+"""Bad option values are refused before anything starts: one usage error (exit 4) that names the
+option and the fix, the same with and without pytest-xdist, and nothing left behind (no run
+directory, no results directory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(test_swap="def test_any(swap_node):\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the run directory would be
+    # Should a value get past the options, nothing real may start: no tool on PATH (preflight
+    # fails before anything is built or booted) and a cache of the test's own.
+    (tmp_path / "no-tools").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
+    return pytester
+
+
+def refused(suite: pytest.Pytester, tmp_path: Path, *args: str) -> str:
+    """Run with and without -n 2: both exit 4 with the same one error line; return it."""
+    lines = []
+    for workers in ([], ["-n", "2"]):
+        result = suite.runpytest_subprocess("-p", "no:cacheprovider", *args, *workers)
+        output = result.stdout.str() + result.stderr.str()
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+        # pytest's own form: "ERROR: <message>", or for a value its option type refuses
+        # "ERROR: usage: ..." and then "<prog>: error: argument ...: <message>"
+        errors = [line for line in result.stderr.lines
+                  if line.startswith("ERROR: ") and not line.startswith("ERROR: usage:") or ": error: " in line]
+        assert len(errors) == 1 and "Traceback" not in output, output
+        lines.append(errors[0])
+    assert lines[0] == lines[1], f"without -n: {lines[0]}\nwith -n 2: {lines[1]}"
+    assert not list((tmp_path / "tmp").iterdir()), "the refused run left its run directory"
+    return lines[0]
+
+
+def test_a_results_dir_that_is_a_file(suite: pytest.Pytester, tmp_path: Path) -> None:
+    (suite.path / "results").write_text("not a directory\n")
+    line = refused(suite, tmp_path, "--results-dir=results")
+    assert line == f"ERROR: --results-dir {suite.path / 'results'} is a file, not a directory: name a directory" \
+                   " (it is created if missing)"
+
+
+def test_a_results_dir_whose_parent_does_not_exist(suite: pytest.Pytester, tmp_path: Path) -> None:
+    line = refused(suite, tmp_path, "--results-dir=typo/results")
+    assert line == (f"ERROR: --results-dir {suite.path / 'typo/results'}: its parent {suite.path / 'typo'} does not"
+                    f" exist: create it first (mkdir -p {suite.path / 'typo'}) or name another")
+    assert not (suite.path / "typo").exists()
+
+
+def test_a_results_dir_in_an_unwritable_directory(suite: pytest.Pytester, tmp_path: Path) -> None:
+    # /proc takes no new files, whoever asks (root too)
+    line = refused(suite, tmp_path, "--results-dir=/proc/ksc-results")
+    assert line.startswith("ERROR: --results-dir /proc/ksc-results: /proc is not writable (")
+    assert line.endswith("): name a directory you can write to")
+
+
+def test_a_junitxml_in_an_unwritable_directory(suite: pytest.Pytester, tmp_path: Path) -> None:
+    line = refused(suite, tmp_path, "--junitxml=/proc/ksc/junit.xml")
+    assert line.startswith("ERROR: --junitxml's directory /proc/ksc: /proc is not writable (")
+
+
+def test_gate_behaviors_outside_the_selected_behaviors(suite: pytest.Pytester, tmp_path: Path) -> None:
+    line = refused(suite, tmp_path, "--gate", "--behaviors=NoSwap", "--gate-behaviors=NoSwap,LimitedSwap")
+    assert line == ("ERROR: --gate-behaviors requires LimitedSwap, which --behaviors NoSwap does not select: the gate"
+                    " would fail without testing it. Add LimitedSwap to --behaviors (or leave --behaviors out: every"
+                    " behavior runs)")
+
+
+def test_gate_behaviors_without_the_gate(suite: pytest.Pytester, tmp_path: Path) -> None:
+    line = refused(suite, tmp_path, "--gate-behaviors=NoSwap")
+    assert line == ("ERROR: --gate-behaviors names what the release gate requires, and --gate is not given: add --gate"
+                    " (or drop --gate-behaviors)")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--provider=vm", "--k8s-version=1.37.1"],
+     "ERROR: --k8s-version '1.37.1' is not a Kubernetes release (want v1.MINOR.PATCH, e.g. v1.37.1)"),
+    (["--provider=vm", "--k8s-version=v1.20.0"],
+     "ERROR: --k8s-version v1.20.0: the suite tests Kubernetes 1.28 and newer (LimitedSwap's formula); pick v1.28.0"
+     " or later (default v1.37.1)"),
+    (["--provider=kind", "--k8s-version=v1.37.1"],
+     "ERROR: --k8s-version builds the vm provider's node (--provider vm); the kind provider runs what its nodes run."
+     " For kind build a node image instead (`python -m clusters.vm node-image --k8s-version V [--k8s-patch FILE]` or"
+     " `kind-host up ...`) and pass it with --node-image"),
+], ids=["not-a-version", "older-than-the-suite", "not-the-vm-provider"])
+def test_a_k8s_version_the_run_cannot_use(suite: pytest.Pytester, tmp_path: Path, args: list[str], message: str) -> None:
+    assert refused(suite, tmp_path, *args) == message
+
+
+def test_vm_memory_below_what_a_node_needs(suite: pytest.Pytester, tmp_path: Path) -> None:
+    line = refused(suite, tmp_path, "--provider=vm", "--vm-memory=1")
+    assert line.endswith("argument --vm-memory: 1 MiB is too small: at least 2048 MiB (what a kubeadm control"
+                         " plane needs)"), line
+
+
+@pytest.mark.parametrize("image", ["kindest/node:v1.37.0:extra", "Kindest/Node", "kindest/node@sha256:abc"])
+def test_a_malformed_node_image(suite: pytest.Pytester, tmp_path: Path, image: str) -> None:
+    line = refused(suite, tmp_path, "--provider=kind", f"--node-image={image}")
+    assert line == (f"ERROR: --node-image: {image!r} is not an image reference: pass --node-image REPOSITORY:TAG,"
+                    " e.g. kindest/node:v1.37.0")
