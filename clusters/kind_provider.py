@@ -145,8 +145,11 @@ class KindProvider(Provider):
         if self._labels is None:
             self._labels = {}
             if self.node_image:
-                done = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", self.node_image],
-                                      capture_output=True, text=True, timeout=60)
+                try:
+                    done = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}",
+                                           self.node_image], capture_output=True, text=True, timeout=60)
+                except (OSError, subprocess.TimeoutExpired):
+                    return self._labels  # no docker CLI or engine: the preflight says so, once
                 if done.returncode == 0:
                     self._labels = json.loads(done.stdout or "null") or {}
         return self._labels

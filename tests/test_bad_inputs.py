@@ -58,10 +58,15 @@ def silent_server() -> Iterator[str]:
     listener.close()
 
 
+HTML_REQUESTS: list[str] = []  # paths html_server was asked for
+
+
 @pytest.fixture
 def html_server() -> Iterator[str]:
+    HTML_REQUESTS.clear()
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            HTML_REQUESTS.append(self.path)
             body = b"<!doctype html><html><body>router login</body></html>"
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
@@ -86,7 +91,9 @@ def test_a_server_that_never_answers_is_given_up_on_in_the_stated_time(tmp_path:
     with pytest.raises(DiscoveryError) as raised:
         discover(str(kubeconfig), "existing", "c", seconds=6)
     took = time.monotonic() - t0
-    assert took < 9, f"a 6 s budget took {took:.0f}s (hidden retries?)"
+    # urllib3's hidden retries (three, each up to its connect and read timeouts) would take
+    # several times the budget; a margin for a loaded machine, not a performance claim.
+    assert took < 2 * 6, f"a 6 s budget took {took:.0f}s (hidden retries?)"
     # The message states the time discover() itself spent: at least its budget, at most what the
     # test measured around it (which also covers loading the kubeconfig: a second more on a busy host).
     said = re.search(r"gave up after (\d+)s", str(raised.value))
@@ -96,10 +103,9 @@ def test_a_server_that_never_answers_is_given_up_on_in_the_stated_time(tmp_path:
 
 def test_an_html_answer_is_not_an_api_server(tmp_path: Path, html_server: str) -> None:
     kubeconfig = kubeconfig_for(tmp_path / "kc", html_server)
-    t0 = time.monotonic()
     with pytest.raises(DiscoveryError, match="text/html, not JSON .* not a Kubernetes API server"):
         discover(str(kubeconfig), "existing", "c", seconds=30)
-    assert time.monotonic() - t0 < 5  # no retrying a server that answered
+    assert HTML_REQUESTS == ["/api/v1/nodes"]  # asked once: no retrying a server that answered
 
 
 class _Counting:
@@ -391,5 +397,6 @@ def test_every_api_call_is_bounded_even_without_its_own_timeout(tmp_path: Path, 
     t0 = time.monotonic()
     with pytest.raises(Exception) as raised:
         client.CoreV1Api(api).read_namespace("default")
-    assert time.monotonic() - t0 < 10, raised.value
+    # bounded, not hanging: the 3 s read timeout (with a loaded machine's margin)
+    assert time.monotonic() - t0 < 30, raised.value
     assert "timed out" in str(raised.value).lower()
