@@ -393,7 +393,11 @@ def node_files(pause_ref: str) -> dict[str, bytes]:
         "etc/sysctl.d/90-ksc.conf": SYSCTLS,
         "kind/manifests/default-storage.yaml": STORAGE_MANIFEST,
     }
-    return {k: v.encode() for k, v in t.items()}
+    files = {k: v.encode() for k, v in t.items()}
+    # The control plane's probe patches (kubeadm patches, as the vm node's): the emulated-host
+    # profile points kubeadm at them (clusters/kind/profiles/emulated-host.yaml).
+    files.update({path.lstrip("/"): text for path, text in node.probe_patches().items()})
+    return files
 
 
 def _sha(path: Path) -> str:
