@@ -44,9 +44,13 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 
 def start(suite: pytest.Pytester, tmp_path: Path, *args: str) -> subprocess.Popen:
-    # pytester.popen hands the child a copy of os.environ (the fixture's variables)
+    # pytester.popen hands the child a copy of os.environ (the fixture's variables). SIGINT back
+    # to its default: a self-test run started in the background of a shell inherits it ignored,
+    # and Python then never raises KeyboardInterrupt, so these tests would see a run that cannot
+    # be interrupted instead of the run a user's Ctrl-C reaches.
     return suite.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--rootdir={suite.path}",
-                        f"--kind-bin={tmp_path / 'bin' / 'kind'}", *args], stdin=subprocess.DEVNULL)
+                        f"--kind-bin={tmp_path / 'bin' / 'kind'}", *args], stdin=subprocess.DEVNULL,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def finish(process: subprocess.Popen) -> str:
