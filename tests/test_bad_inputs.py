@@ -91,9 +91,10 @@ def test_a_server_that_never_answers_is_given_up_on_in_the_stated_time(tmp_path:
     with pytest.raises(DiscoveryError) as raised:
         discover(str(kubeconfig), "existing", "c", seconds=6)
     took = time.monotonic() - t0
-    # urllib3's hidden retries (three, each up to its connect and read timeouts) would take
-    # several times the budget; a margin for a loaded machine, not a performance claim.
-    assert took < 2 * 6, f"a 6 s budget took {took:.0f}s (hidden retries?)"
+    # urllib3's hidden retries (three more attempts, each waiting out the first one's cut-down
+    # timeout again) took 21 s here; 3x the budget leaves a loaded machine room (a self-test
+    # run beside a Go build took 12.5 s here), and is not a performance claim.
+    assert took < 3 * 6, f"a 6 s budget took {took:.0f}s (hidden retries?)"
     # The message states the time discover() itself spent: at least its budget, at most what the
     # test measured around it (which also covers loading the kubeconfig: a second more on a busy host).
     said = re.search(r"gave up after (\d+)s", str(raised.value))
