@@ -157,3 +157,29 @@ def test_every_mutant_applies_to_the_release(tmp_path: Path) -> None:
         if out.returncode != 0:
             problems.append(k8s_source.patch_failure(m.patch, versions.KUBERNETES, out.stdout + out.stderr))
     assert not problems, "\n".join(problems)
+
+
+def test_a_mutant_the_shared_vm_could_not_test_gets_a_fresh_vm(tmp_path: Path, monkeypatch) -> None:
+    """Mutant 31 re-created the shared node's control plane when its kubelet was swapped in; the
+    suite met an API server still starting (403) and the next mutant met a refused connection."""
+    from bench.mutants import __main__ as bench
+
+    runs: list[bool] = []  # per run: was it on the shared VM?
+
+    def run_one(name, patches, behaviors, selection, label, provider, out_dir, extra, shared=None, base=None):
+        runs.append(shared is not None)
+        if shared is not None:
+            return model.Outcome(name, "b", model.NOT_RUN, detail="could not test: 403 Forbidden\nmore")
+        return model.Outcome(name, "b", model.CAUGHT, failed=["test_resize[LimitedSwap]"])
+
+    downs: list[str] = []
+    monkeypatch.setattr(bench, "run_one", run_one)
+    monkeypatch.setattr(bench, "_vm", lambda *args: downs.append(args[0]))
+    monkeypatch.setattr(bench, "_say", lambda line: None)
+    m = next(m for m in model.load(model.HERE) if m.name == "hash-includes-resources")
+    args = bench.argparse.Namespace(rerun=True, k=None, provider="vm", fresh_vm=False, pytest_args=[])
+    shared = bench.SharedVm()
+    shared.booted = True
+    o = bench._run_mutant(args, 1, m, 1, "suite", tmp_path, shared)
+    assert runs == [True, False] and o.verdict == model.CAUGHT
+    assert downs == ["down"] and not shared.booted  # the next mutant boots a fresh shared VM

@@ -120,6 +120,7 @@ class SharedVm:
 
     def down(self) -> None:
         _vm("down")
+        self.booted = False
 
 
 def run_one(name: str, patches: list[Path], behaviors: str | None, selection: list[str], label: str,
@@ -224,6 +225,16 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     base = [m.base] if m.base is not None else []
     o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
                 keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, shared if share else None, base)
+    if share and o.verdict == model.NOT_RUN:
+        # Swapping a kubelet in can break what the shared node runs, not what the mutant is
+        # about: one whose container hash differs re-creates every container, the control
+        # plane's too, and the suite met an API server still starting (403, refused). The node
+        # is not trusted any more (the next mutant boots anew), and this one gets its own VM.
+        _say(f"[{i}/{total}] {m.name}: could not test on the shared VM ({o.detail.splitlines()[0][:200]}); "
+             "stopping it, and running this mutant on a fresh VM of its build")
+        shared.down()
+        o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
+                    keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, None, base)
     o.suite = suite
     kept.write_text(o.to_json())
     caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
