@@ -230,7 +230,7 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
         # about: one whose container hash differs re-creates every container, the control
         # plane's too, and the suite met an API server still starting (403, refused). The node
         # is not trusted any more (the next mutant boots anew), and this one gets its own VM.
-        _say(f"[{i}/{total}] {m.name}: could not test on the shared VM ({o.detail.splitlines()[0][:200]}); "
+        _say(f"[{i}/{total}] {m.name}: could not test on the shared VM ({o.detail.split(chr(10), 1)[0][:200]}); "
              "stopping it, and running this mutant on a fresh VM of its build")
         shared.down()
         o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
