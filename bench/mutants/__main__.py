@@ -223,18 +223,22 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     if a.provider == "vm" and not share:
         shared.down()  # this one boots its own VM with the whole build
     base = [m.base] if m.base is not None else []
-    o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
-                keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, shared if share else None, base)
+    out_dir = keep / f"{m.name}-{m.content_hash}-{a.provider}"
+
+    def run(on: SharedVm | None) -> model.Outcome:
+        return run_one(m.name, m.patches, m.behaviors, selection, label, a.provider, out_dir, a.pytest_args, on, base)
+
+    o = run(shared if share else None)
     if share and o.verdict == model.NOT_RUN:
         # Swapping a kubelet in can break what the shared node runs, not what the mutant is
         # about: one whose container hash differs re-creates every container, the control
         # plane's too, and the suite met an API server still starting (403, refused). The node
         # is not trusted any more (the next mutant boots anew), and this one gets its own VM.
-        _say(f"[{i}/{total}] {m.name}: could not test on the shared VM ({o.detail.split(chr(10), 1)[0][:200]}); "
+        why = o.detail.partition("\n")[0][:200]
+        _say(f"[{i}/{total}] {m.name}: could not test on the shared VM ({why}); "
              "stopping it, and running this mutant on a fresh VM of its build")
         shared.down()
-        o = run_one(m.name, m.patches, m.behaviors, selection, label, a.provider,
-                    keep / f"{m.name}-{m.content_hash}-{a.provider}", a.pytest_args, None, base)
+        o = run(None)
     o.suite = suite
     kept.write_text(o.to_json())
     caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
