@@ -38,17 +38,39 @@ def _check_kubeconfig(kubeconfig: str) -> None:
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 120.0
 
+# An overloaded control plane answers a read with a 5xx it would not give a moment later
+# (seen for real on kind under emulation: `etcdserver: request timed out`, a test's pod read
+# failing the test on a correct kubelet). Reads are retried on such answers, with backoff
+# (0, 4, 8, 16 s); writes are not (a create answered 500 may have happened). What still
+# fails after the last retry reaches the caller as before.
+RETRIED_STATUSES = (500, 502, 503, 504)
+READ_RETRIES = 4
+RETRY_BACKOFF = 2.0
+
+
+def _read_retry() -> Any:
+    from urllib3.util.retry import Retry
+
+    class ReadRetry(Retry):
+        """urllib3's own retries (connect and read errors, three by default), plus a GET
+        answered with one of RETRIED_STATUSES."""
+
+        def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+            return method.upper() == "GET" and super().is_retry(method, status_code, has_retry_after)
+
+    return ReadRetry(total=READ_RETRIES, status_forcelist=RETRIED_STATUSES, backoff_factor=RETRY_BACKOFF,
+                     raise_on_status=False)
+
 
 def api_client(kubeconfig: str, retries: bool = True) -> Any:
-    """An API client for the kubeconfig, with bounded connect and read timeouts on every request.
-    ``retries=False`` turns off urllib3's hidden retries (three per request by default), so a
-    caller's time budget is the real one."""
+    """An API client for the kubeconfig, with bounded connect and read timeouts on every request
+    and a GET retried on an overloaded server's 5xx (RETRIED_STATUSES). ``retries=False`` turns
+    off every retry (urllib3's hidden ones too), so a caller's time budget is the real one."""
     from kubernetes import client, config
 
     _check_kubeconfig(kubeconfig)
     configuration = client.Configuration()
-    if not retries:
-        configuration.retries = False
+    configuration.retries = _read_retry() if retries else False
     try:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     except Exception as error:  # the client raises several types for a bad file

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from clusters.discovery import api_client
+from clusters.discovery import RETRIED_STATUSES, api_client
 from clusters.provider import SwapNode
 
 T = TypeVar("T")
@@ -35,12 +35,27 @@ class _NotYet(Exception):
     pass
 
 
+def _overloaded(error: Exception) -> bool:
+    """The API server's answer of a moment (etcd timed out, too many requests), not the node's."""
+    from kubernetes.client.exceptions import ApiException
+
+    return isinstance(error, ApiException) and (error.status == 429 or error.status in RETRIED_STATUSES)
+
+
 def wait_for(what: str, probe: Callable[[], T | None], seconds: float, describe: Callable[[], str] = lambda: "") -> T:
-    """Poll `probe` until it returns a value; give up after `seconds` naming `what` and the last state."""
+    """Poll `probe` until it returns a value; give up after `seconds` naming `what` and the last state.
+    An overloaded API server's answer (5xx, 429) is polled through like "not yet", and is the last
+    state if it lasts to the deadline; every other error ends the wait at once."""
     last: list[str] = [""]
 
     def attempt() -> T:
-        value = probe()
+        try:
+            value = probe()
+        except Exception as error:
+            if not _overloaded(error):
+                raise
+            last[0] = f"the API server answered {error.status} {error.reason}: {_message(error)}"
+            raise _NotYet() from None
         if value is None:
             last[0] = describe()
             raise _NotYet()
@@ -55,6 +70,13 @@ def wait_for(what: str, probe: Callable[[], T | None], seconds: float, describe:
         )(attempt)
     except _NotYet:
         raise WaitTimeout(f"gave up after {seconds:.0f}s waiting for {what}; last seen: {last[0] or 'nothing'}") from None
+
+
+def _message(error: Any) -> str:
+    try:
+        return json.loads(error.body)["message"]
+    except Exception:
+        return str(error.body or "")[:300]
 
 
 @dataclass

@@ -401,3 +401,126 @@ def test_every_api_call_is_bounded_even_without_its_own_timeout(tmp_path: Path, 
     # bounded, not hanging: the 3 s read timeout (with a loaded machine's margin)
     assert time.monotonic() - t0 < 30, raised.value
     assert "timed out" in str(raised.value).lower()
+
+
+@pytest.fixture
+def overloaded_server() -> Iterator[tuple[str, list[str]]]:
+    """Answers the first two requests 500 `etcdserver: request timed out` (an overloaded control
+    plane, as seen on kind under emulation), then serves the namespace `default`."""
+    requests: list[str] = []
+
+    class Overloaded(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            requests.append(f"{self.command} {self.path}")
+            if len(requests) <= 2 or self.command != "GET":
+                status, body = 500, ('{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,'
+                                     '"message":"etcdserver: request timed out","reason":"InternalError"}')
+            else:
+                status, body = 200, '{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"default"}}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        do_GET = do_POST = _answer  # noqa: N815 - the stdlib's names
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Overloaded)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_read_answered_500_by_an_overloaded_server_is_retried(tmp_path: Path, overloaded_server: tuple[str, list[str]],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes import client
+
+    from clusters import discovery
+
+    monkeypatch.setattr(discovery, "RETRY_BACKOFF", 0.1)
+    server, requests = overloaded_server
+    api = client.CoreV1Api(api_client(str(kubeconfig_for(tmp_path / "kc", server))))
+    assert api.read_namespace("default").metadata.name == "default"
+    assert requests == ["GET /api/v1/namespaces/default"] * 3
+
+
+def test_a_write_answered_500_is_not_retried(tmp_path: Path, overloaded_server: tuple[str, list[str]],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # A create answered 500 may have happened: sending it again could answer AlreadyExists.
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from clusters import discovery
+
+    monkeypatch.setattr(discovery, "RETRY_BACKOFF", 0.1)
+    server, requests = overloaded_server
+    api = client.CoreV1Api(api_client(str(kubeconfig_for(tmp_path / "kc", server))))
+    with pytest.raises(ApiException) as raised:
+        api.create_namespace({"metadata": {"name": "x"}})
+    assert raised.value.status == 500
+    assert requests == ["POST /api/v1/namespaces"]
+
+
+def test_a_read_still_failing_after_the_retries_reaches_the_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   overloaded_server: tuple[str, list[str]]) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from clusters import discovery
+
+    monkeypatch.setattr(discovery, "RETRY_BACKOFF", 0.1)
+    monkeypatch.setattr(discovery, "READ_RETRIES", 1)
+    server, requests = overloaded_server
+    api = client.CoreV1Api(api_client(str(kubeconfig_for(tmp_path / "kc", server))))
+    with pytest.raises(ApiException) as raised:
+        api.read_namespace("default")
+    assert raised.value.status == 500 and "etcdserver: request timed out" in raised.value.body
+    assert len(requests) == 2
+
+
+def _api_error(status: int, message: str) -> Exception:
+    from kubernetes.client.exceptions import ApiException
+
+    error = ApiException(status=status, reason={500: "Internal Server Error", 404: "Not Found"}.get(status, "?"))
+    error.body = '{"kind":"Status","message":"%s"}' % message
+    return error
+
+
+def test_a_wait_polls_through_an_overloaded_servers_answer() -> None:
+    answers: list[Exception | str] = [_api_error(500, "etcdserver: request timed out"), "running"]
+
+    def probe() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert observe.wait_for("the pod to run", probe, 30) == "running"
+
+
+def test_a_wait_whose_server_stays_overloaded_times_out_saying_so() -> None:
+    def probe() -> None:
+        raise _api_error(503, "the server is currently unable to handle the request")
+
+    with pytest.raises(observe.WaitTimeout, match="gave up after 2s waiting for the pod to run; last seen: the API"
+                                                   " server answered 503 .*: the server is currently unable"):
+        observe.wait_for("the pod to run", probe, 2)
+
+
+def test_a_wait_ends_at_once_on_any_other_api_error() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    calls = []
+
+    def probe() -> None:
+        calls.append(1)
+        raise _api_error(404, 'pods \\"x\\" not found')
+
+    with pytest.raises(ApiException):
+        observe.wait_for("the pod to run", probe, 30)
+    assert len(calls) == 1
