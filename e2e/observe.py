@@ -72,6 +72,33 @@ def wait_for(what: str, probe: Callable[[], T | None], seconds: float, describe:
         raise WaitTimeout(f"gave up after {seconds:.0f}s waiting for {what}; last seen: {last[0] or 'nothing'}") from None
 
 
+CREATE_SECONDS = 120
+
+
+def once(what: str, send: Callable[[], Any], seconds: float = CREATE_SECONDS) -> None:
+    """Create an object of the test's own (its name is new to the cluster), resending while an
+    overloaded API server answers 5xx or 429 (etcd timed out: the object may or may not have
+    been stored). AlreadyExists after such an answer is the earlier attempt having landed;
+    AlreadyExists on the first attempt, and every other error, is raised as it is."""
+    from kubernetes.client.exceptions import ApiException
+
+    overloaded_before = [False]
+
+    def attempt() -> bool | None:
+        try:
+            send()
+        except ApiException as error:
+            if error.status == 409 and overloaded_before[0]:
+                return True
+            if not _overloaded(error):
+                raise
+            overloaded_before[0] = True
+            raise
+        return True
+
+    wait_for(what, attempt, seconds)
+
+
 def _message(error: Any) -> str:
     try:
         return json.loads(error.body)["message"]
@@ -99,7 +126,7 @@ class NodeObserver:
 
     def create_namespace(self, name: str, labels: dict[str, str]) -> str:
         """A new namespace, returned once pods can be created in it (its ServiceAccount exists)."""
-        self.core.create_namespace({"metadata": {"name": name, "labels": labels}})
+        once(f"namespace {name} created", lambda: self.core.create_namespace({"metadata": {"name": name, "labels": labels}}))
         self.wait_default_service_account(name)
         return name
 
@@ -141,13 +168,14 @@ class NodeObserver:
         if kind == "Pod":
             # Pinned to the node under test unless the manifest names another node on purpose.
             manifest = {**manifest, "spec": {"nodeName": self.node.name, **manifest["spec"]}}
-            self.core.create_namespaced_pod(namespace, manifest)
+            send = lambda: self.core.create_namespaced_pod(namespace, manifest)  # noqa: E731
         elif kind == "Secret":
-            self.core.create_namespaced_secret(namespace, manifest)
+            send = lambda: self.core.create_namespaced_secret(namespace, manifest)  # noqa: E731
         elif kind == "ConfigMap":
-            self.core.create_namespaced_config_map(namespace, manifest)
+            send = lambda: self.core.create_namespaced_config_map(namespace, manifest)  # noqa: E731
         else:
             raise ValueError(f"cannot create a {kind}")
+        once(f"{kind} {namespace}/{manifest['metadata']['name']} created", send)
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         response = self.core.read_namespaced_pod(name, namespace, _preload_content=False)

@@ -73,7 +73,7 @@ def container_id(pod: dict[str, Any], container: str) -> str:
 # request memory that a later test's kubelet restart re-admits, and would be candidates when
 # a test drives the node into memory pressure.
 @pytest.fixture(scope="module")
-def shape_pods_cache() -> dict[tuple[str, str], ShapePods]:
+def shape_pods_cache() -> dict[tuple[str, str], ShapePods | FailedDeployment]:
     return {}
 
 
@@ -83,9 +83,33 @@ def shape_pods(swap_node: SwapNode, shape_pods_cache: dict, request: pytest.Fixt
     runs that behavior: the kubelet fixes a container's swap limit when it creates the
     container), read in one batch on the node, then deleted."""
     key = (f"{swap_node.cluster}/{swap_node.name}", swap_node.behavior)
-    if key not in shape_pods_cache:
-        shape_pods_cache[key] = deploy_and_read(swap_node, request.getfixturevalue("swap_provider").stress_image(swap_node))
-    return shape_pods_cache[key]
+    return deployed_once(shape_pods_cache, key, lambda: deploy_and_read(
+        swap_node, request.getfixturevalue("swap_provider").stress_image(swap_node)))
+
+
+@dataclass(frozen=True)
+class FailedDeployment:
+    error: str
+
+
+def deployed_once(cache: dict[tuple[str, str], ShapePods | FailedDeployment], key: tuple[str, str],
+                  deploy: Callable[[], ShapePods]) -> ShapePods:
+    """The shapes of one node and behavior, deployed by the first test that needs them. A failed
+    deployment is not tried again by every later test: each attempt deploys every shape again
+    onto a node that just failed to take them, and on an overloaded kind host that snowballed
+    (seen: 26 shape tests erroring in a row). The first test has the whole error; the others fail
+    at once, quoting it."""
+    if key not in cache:
+        try:
+            cache[key] = deploy()
+        except Exception as error:
+            cache[key] = FailedDeployment(f"{type(error).__name__}: {error}")
+            raise
+    deployed = cache[key]
+    if isinstance(deployed, FailedDeployment):
+        pytest.fail(f"the pod shapes could not be deployed on {key[0]} under {key[1]} (the first test of that"
+                    f" behavior here has the whole error): {deployed.error[:500]}", pytrace=False)
+    return deployed
 
 
 def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
