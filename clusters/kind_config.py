@@ -146,7 +146,10 @@ def render_mixed(behaviors: list[str], node_image: str | None = None, api_server
     config["name"] = MIXED_CLUSTER
     config["nodes"] = [{"role": "control-plane", "labels": {BEHAVIOR_LABEL: first}}] + [
         {"role": "worker", "labels": {BEHAVIOR_LABEL: b}} for b in behaviors if b != first]
-    config["kubeadmConfigPatches"] = list(config.get("kubeadmConfigPatches") or []) + [UNTAINTED_CONTROL_PLANE]
+    if len(config["nodes"]) > 1:
+        # Alone, the control plane is untainted by kind itself, whose `kubectl taint ...-` then
+        # fails the creation if the taint is already gone ("taint ... not found", seen).
+        config["kubeadmConfigPatches"] = list(config.get("kubeadmConfigPatches") or []) + [UNTAINTED_CONTROL_PLANE]
     gates = dict(config.get("featureGates") or {})
     for behavior in behaviors:
         gates.update(load(behavior).get("featureGates") or {})

@@ -88,12 +88,24 @@ def test_the_mixed_cluster_has_a_labeled_node_per_behavior_and_the_union_of_thei
     assert rendered["networking"] == {"apiServerPort": 40001}
 
 
+@pytest.mark.parametrize("behavior", [NO_SWAP, LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP])
+def test_a_one_behavior_cluster_leaves_the_control_plane_taint_to_kind(behavior: str) -> None:
+    # One node: kind removes the control-plane taint itself (`kubectl taint nodes --all
+    # node-role.kubernetes.io/control-plane-`), which fails "taint ... not found" if kubeadm
+    # never set it; `kind create` then failed on the emulated kind host with --behaviors X.
+    rendered = kind_config.render_mixed([behavior])
+    assert [n["role"] for n in rendered["nodes"]] == ["control-plane"]
+    assert rendered["kubeadmConfigPatches"] == kind_config.load(behavior)["kubeadmConfigPatches"]
+    assert kind_config.UNTAINTED_CONTROL_PLANE not in rendered["kubeadmConfigPatches"]
+
+
 @pytest.mark.parametrize(("behaviors", "control_plane"), [
     ([NO_SWAP, LIMITED_SWAP], LIMITED_SWAP), ([NO_SWAP], NO_SWAP), ([WORKLOAD_CONTROLLED_SWAP, NO_SWAP], WORKLOAD_CONTROLLED_SWAP)])
 def test_the_control_plane_runs_limited_swap_where_selected(behaviors: list[str], control_plane: str) -> None:
     rendered = kind_config.render_mixed(behaviors)
     assert kind_config.control_plane_behavior(behaviors) == control_plane
-    assert rendered["kubeadmConfigPatches"][:-1] == kind_config.load(control_plane)["kubeadmConfigPatches"]
+    own = kind_config.load(control_plane)["kubeadmConfigPatches"]
+    assert rendered["kubeadmConfigPatches"][:len(own)] == own
     assert [n["labels"][kind_config.BEHAVIOR_LABEL] for n in rendered["nodes"]] == \
         [control_plane] + [b for b in behaviors if b != control_plane]
     assert "featureGates" not in rendered or WORKLOAD_CONTROLLED_SWAP in behaviors
