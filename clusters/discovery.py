@@ -170,11 +170,11 @@ def _permanent(api: Any, error: BaseException, what: str) -> str | None:
             return (f"{server} refused the kubeconfig's credentials ({reason}): its token or client certificate is"
                     " not accepted there (expired, revoked, or another cluster's); get a fresh kubeconfig")
         return (f"{server} does not allow the kubeconfig's user to read {what} ({reason}): the suite needs to list"
-                f" nodes and read their /configz; use a user bound to a role that may ({_status_message(error)})")
+                f" nodes and read their /configz; use a user bound to a role that may ({status_message(error)})")
     return None
 
 
-def _status_message(error: Any) -> str:
+def status_message(error: Any) -> str:
     try:
         return str(json.loads(error.body).get("message", ""))[:200]
     except (TypeError, ValueError, AttributeError):

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from clusters.discovery import RETRIED_STATUSES, api_client
+from clusters.discovery import RETRIED_STATUSES, api_client, status_message
 from clusters.provider import SwapNode
 
 T = TypeVar("T")
@@ -54,7 +54,7 @@ def wait_for(what: str, probe: Callable[[], T | None], seconds: float, describe:
         except Exception as error:
             if not _overloaded(error):
                 raise
-            last[0] = f"the API server answered {error.status} {error.reason}: {_message(error)}"
+            last[0] = f"the API server answered {error.status} {error.reason}: {status_message(error) or str(error.body or '')[:300]}"
             raise _NotYet() from None
         if value is None:
             last[0] = describe()
@@ -97,13 +97,6 @@ def once(what: str, send: Callable[[], Any], seconds: float = CREATE_SECONDS) ->
         return True
 
     wait_for(what, attempt, seconds)
-
-
-def _message(error: Any) -> str:
-    try:
-        return json.loads(error.body)["message"]
-    except Exception:
-        return str(error.body or "")[:300]
 
 
 @dataclass
