@@ -5,12 +5,13 @@ answers every request with an HTML page."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import socket
 import threading
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,31 +59,48 @@ def silent_server() -> Iterator[str]:
     listener.close()
 
 
+@contextlib.contextmanager
+def http_server(answer: Callable[[http.server.BaseHTTPRequestHandler], tuple[int, str, bytes]]) -> Iterator[str]:
+    """A real HTTP server on loopback answering every GET and POST with `answer(request)`:
+    (status, content type, body)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            status, content_type, body = answer(self)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer  # noqa: N815 - the stdlib's names
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 HTML_REQUESTS: list[str] = []  # paths html_server was asked for
 
 
 @pytest.fixture
 def html_server() -> Iterator[str]:
     HTML_REQUESTS.clear()
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            HTML_REQUESTS.append(self.path)
-            body = b"<!doctype html><html><body>router login</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
-        def log_message(self, *args: object) -> None:
-            pass
+    def page(request: http.server.BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        HTML_REQUESTS.append(request.path)
+        return 200, "text/html", b"<!doctype html><html><body>router login</body></html>"
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with http_server(page) as server:
+        yield server
 
 
 def test_a_server_that_never_answers_is_given_up_on_in_the_stated_time(tmp_path: Path, silent_server: str) -> None:
@@ -171,26 +189,13 @@ def unauthorized_server() -> Iterator[tuple[str, _Counting]]:
     """An API server that refuses every request's credentials (401, as kube-apiserver words it)."""
     counter = _Counting()
 
-    class Refuse(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            counter.add()
-            body = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                    b'"message":"Unauthorized","reason":"Unauthorized","code":401}')
-            self.send_response(401)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def refuse(request: http.server.BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        counter.add()
+        return 401, "application/json", (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                                         b'"message":"Unauthorized","reason":"Unauthorized","code":401}')
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", counter
-    server.shutdown()
-    server.server_close()
+    with http_server(refuse) as server:
+        yield server, counter
 
 
 def test_an_expired_server_certificate_fails_at_once_with_the_reason(tmp_path: Path, expired_tls_server) -> None:
@@ -409,31 +414,15 @@ def overloaded_server() -> Iterator[tuple[str, list[str]]]:
     plane, as seen on kind under emulation), then serves the namespace `default`."""
     requests: list[str] = []
 
-    class Overloaded(http.server.BaseHTTPRequestHandler):
-        def _answer(self) -> None:
-            requests.append(f"{self.command} {self.path}")
-            if len(requests) <= 2 or self.command != "GET":
-                status, body = 500, ('{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,'
-                                     '"message":"etcdserver: request timed out","reason":"InternalError"}')
-            else:
-                status, body = 200, '{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"default"}}'
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body.encode())
+    def overloaded(request: http.server.BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        requests.append(f"{request.command} {request.path}")
+        if len(requests) <= 2 or request.command != "GET":
+            return 500, "application/json", (b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,'
+                                             b'"message":"etcdserver: request timed out","reason":"InternalError"}')
+        return 200, "application/json", b'{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"default"}}'
 
-        do_GET = do_POST = _answer  # noqa: N815 - the stdlib's names
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Overloaded)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", requests
-    server.shutdown()
-    server.server_close()
+    with http_server(overloaded) as server:
+        yield server, requests
 
 
 def test_a_read_answered_500_by_an_overloaded_server_is_retried(tmp_path: Path, overloaded_server: tuple[str, list[str]],
