@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$")
@@ -55,21 +56,91 @@ def summary_pod(summary: dict[str, Any], namespace: str, pod: str) -> dict[str, 
     )
 
 
-def swap_usage_mismatches(expected: dict[str, int | None], reported: dict[str, float | None]) -> list[str]:
-    """Each level whose reported swap usage is not exactly its figure read from the node.
+# cAdvisor stamps a sample right after reading its cgroup (newContainerStats: Timestamp time.Now(),
+# after GetStats); the read lies within this much before the stamp, even on an emulated node.
+STAMPED_AFTER_READ_MS = 1000
 
-    ``expected`` holds each level's figure (None when it moved while the scrape was read: such
-    a scrape proves nothing either way): the container's and the pod's own cgroup
-    memory.swap.current, and the node's figure as cAdvisor computes it."""
-    problems = []
-    for level in ("container", "pod", "node"):
-        want, got = expected.get(level), reported.get(level)
-        if want is None:
-            problems.append(f"{level}: its figure moved during the scrape")
-        elif got is None:
-            problems.append(f"{level}: not reported (expected {want})")
-        elif got != want:
-            problems.append(f"{level}: reported {got:.0f}, its figure is {want}")
-    if (expected.get("container") or 0) <= 0:
-        problems.append("the container has nothing in swap: the comparison would prove nothing")
-    return problems
+
+@dataclass(frozen=True)
+class Reported:
+    """One figure of one kubelet sample: its value (None: not reported) and the span of the
+    node's clock in which the kubelet read it, from the time the sample carries."""
+
+    level: str
+    value: float | None
+    lo_ms: int
+    hi_ms: int
+
+
+UNPLACED = (0, 0)  # the span of a figure reported without a time: no read can vouch for it
+
+
+def reported_from_prometheus(level: str, sample: Sample | None) -> Reported:
+    """A /metrics/resource sample, placed by its timestamp (ms)."""
+    if sample is None or sample.timestamp_ms is None:
+        return Reported(level, sample.value if sample else None, *UNPLACED)
+    return Reported(level, sample.value, sample.timestamp_ms - STAMPED_AFTER_READ_MS, sample.timestamp_ms)
+
+
+def reported_from_summary(level: str, value: float | None, time: str | None) -> Reported:
+    """A /stats/summary figure: its `time` is RFC 3339 in whole seconds (metav1.Time), so the
+    read lies up to a second after it too."""
+    from datetime import datetime
+
+    if value is None or not time:
+        return Reported(level, value, *UNPLACED)
+    stamp = int(datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp() * 1000)
+    return Reported(level, value, stamp - STAMPED_AFTER_READ_MS, stamp + 1000)
+
+
+def figure_during(series: Sequence[tuple[int, int]], lo_ms: int, hi_ms: int) -> int | None:
+    """The figure through [lo_ms, hi_ms], where the reads show it: the last read at or before
+    lo_ms, the first at or after hi_ms, and every read between them the same value. None where
+    it moved in between, or the reads do not reach both ends (nothing can be said)."""
+    before = [i for i, (t, _) in enumerate(series) if t <= lo_ms]
+    after = [i for i, (t, _) in enumerate(series) if t >= hi_ms]
+    if not before or not after:
+        return None
+    values = {v for _, v in series[before[-1]:after[0] + 1]}
+    return values.pop() if len(values) == 1 else None
+
+
+@dataclass
+class SwapEvidence:
+    """Every distinct kubelet sample seen per level, each with the figure the node's own files
+    had while the kubelet read it. A level is proved by `needed` distinct samples equal to
+    their figure (distinct: a kubelet that froze its first sample proves one at most); a
+    sample whose figure is unknown (it moved, or lies outside the reads) proves nothing either
+    way, and a kubelet whose figure is wrong never reaches `needed`."""
+
+    levels: tuple[str, ...]
+    needed: int = 2
+    seen: dict[str, dict[tuple[int, int], tuple[float | None, int | None]]] = field(default_factory=dict)
+
+    def add(self, reported: Reported, series: Sequence[tuple[int, int]]) -> None:
+        samples = self.seen.setdefault(reported.level, {})
+        span = (reported.lo_ms, reported.hi_ms)
+        figure = figure_during(series, *span)
+        if span not in samples or (samples[span][1] is None and figure is not None):
+            samples[span] = (reported.value, figure)
+
+    def proved(self, level: str) -> int:
+        # A container with nothing in swap would prove nothing: 0 = 0 holds for any kubelet.
+        return sum(1 for value, figure in self.seen.get(level, {}).values()
+                   if figure is not None and value == figure and (figure > 0 or level != "container"))
+
+    def complete(self) -> bool:
+        return all(self.proved(level) >= self.needed for level in self.levels)
+
+    def describe(self, origin_ms: int) -> str:
+        lines = []
+        for level in self.levels:
+            lines.append(f"{level}: {self.proved(level)} of {self.needed} samples proved")
+            for (lo, hi), (value, figure) in sorted(self.seen.get(level, {}).items()):
+                verdict = ("no figure (it moved during the kubelet's read, or outside our reads)" if figure is None
+                           else "equal" if value == figure else f"figure {figure}")
+                shown = "not reported" if value is None else f"{value:.0f}"
+                when = "no time given" if (lo, hi) == UNPLACED else \
+                    f"read at {(lo - origin_ms) / 1000:+.1f}..{(hi - origin_ms) / 1000:+.1f}s"
+                lines.append(f"  {when}: {shown}: {verdict}")
+        return "\n".join(lines)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from workloads.pods import labels
 
 if TYPE_CHECKING:
+    from e2e.observe import NodeObserver
     from e2e.workspace import Workspace
 
 HOST_CGROUP = "/host-cgroup"
@@ -66,7 +67,8 @@ class NodeFiles:
         """Create an empty file inside the reader."""
         self._exec("fill", "--path", path, "--bytes", "0")
 
-    def _exec(self, *argv: str, allowed: tuple[int, ...] = (0,)) -> str:
+    def _exec(self, *argv: str, allowed: tuple[int, ...] = (0,), observer: NodeObserver | None = None,
+              seconds: float = 120) -> str:
         """Right after a kubelet restart its exec handler may not know the pod yet ("pod does
         not exist"): a long-lived reader retries that, bounded."""
         from kubernetes.client.exceptions import ApiException
@@ -74,10 +76,11 @@ class NodeFiles:
         from e2e.observe import wait_for
 
         errors: list[str] = []
+        through = observer or self.ws.observer
 
         def attempt() -> str | None:
             try:
-                return self.ws.observer.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv], allowed).stdout
+                return through.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv], allowed, seconds).stdout
             except ApiException as error:
                 errors.append(f"{error.status} {str(error.reason)[-120:]}")
                 return None
@@ -91,6 +94,16 @@ class NodeFiles:
         and one round trip instead of one per file (seconds each on an emulated node)."""
         argv = ["read-cgroups", *(["--meminfo"] if meminfo else []), HOST_CGROUP, ",".join(files), *parts]
         return CgroupRead.parse(self._exec(*argv))
+
+    def read_cgroups_over(self, parts: Sequence[str], files: Sequence[str], every_ms: int, seconds: float,
+                          meminfo: bool = False, observer: NodeObserver | None = None) -> list[CgroupRead]:
+        """The same read every `every_ms` for `seconds`, in one exec: the figures over time on the
+        node's clock. `observer`: another API client's, to run this in a thread beside calls on
+        this one (an exec stream borrows its client while it connects)."""
+        argv = ["read-cgroups", "--every", f"{every_ms}ms", "--for", f"{seconds:g}s", *(["--meminfo"] if meminfo else []),
+                HOST_CGROUP, ",".join(files), *parts]
+        text = self._exec(*argv, observer=observer, seconds=seconds + 60)
+        return [CgroupRead.parse(line) for line in text.splitlines() if line.strip()]
 
     def cgroup_file(self, name_part: str, file: str) -> tuple[str, str]:
         """(cgroup path, content) of the first cgroup whose directory name contains name_part."""

@@ -274,7 +274,8 @@ class NodeObserver:
 
     # --- inside containers ----------------------------------------------------------------------
 
-    def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,)) -> ExecResult:
+    def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,),
+             seconds: float = 120) -> ExecResult:
         from kubernetes.stream import stream
 
         client = stream(
@@ -289,13 +290,13 @@ class NodeObserver:
             tty=False,
             _preload_content=False,
         )
-        client.run_forever(timeout=120)
+        client.run_forever(timeout=seconds)
         stdout, stderr = client.read_stdout(), client.read_stderr()
         code = client.returncode
         client.close()
         where = f"`{' '.join(argv)}` in {namespace}/{pod}/{container}"
         if code is None:  # the stream ended without the exit status: nothing proves it ran
-            raise AssertionError(f"{where}: no exit status arrived within 120 s (stdout {stdout[:200]!r},"
+            raise AssertionError(f"{where}: no exit status arrived within {seconds:g} s (stdout {stdout[:200]!r},"
                                  f" stderr {stderr[:200]!r})")
         if code not in allowed:
             raise AssertionError(f"{where} exited {code}: {stderr.strip()}")

@@ -2,30 +2,46 @@
 against the figures each series is defined as, read from the node: the container's and the
 pod's own cgroup memory.swap.current, and for the node what cAdvisor computes for its "/"
 cgroup (the node cgroup's memory.swap.current where it has one, as in kind, else SwapTotal -
-SwapFree). The kubelet samples on its own schedule, so each comparison waits (bounded) for two
-consecutive scrapes in which every level equals its figure, each figure read unchanged around
-the scrape: a kubelet that reports 0, a stale or a summed value, or a missing level never gets
-there and fails naming each mismatch and every value seen."""
+SwapFree). The kubelet serves what cAdvisor sampled up to 30 s before the scrape, and says when:
+so while it is scraped the node agent reads every figure every 100 ms, and each sample is put
+beside the figure the node's files had while the kubelet read it. Every level must equal its
+figure in two distinct samples (bounded wait): a kubelet that reports 0, a frozen, a summed or
+another cgroup's value, or a missing level never gets there, and fails listing every sample."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from clusters.provider import SwapNode
 from e2e.workspace import Workspace
-from e2e.metrics import find, parse_prometheus, summary_container, summary_pod, swap_usage_mismatches
+from e2e.metrics import (
+    Reported,
+    SwapEvidence,
+    find,
+    parse_prometheus,
+    reported_from_prometheus,
+    reported_from_summary,
+    summary_container,
+    summary_pod,
+)
 from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles
-from e2e.observe import wait_for
+from e2e.observe import NodeObserver, wait_for
 from e2e.record import Recorder
 from e2e.sizing import swapping_past_limit
 from workloads.pods import stress_pod
 
-METRIC_SECONDS = 180  # the kubelet's stats housekeeping runs every 10-15 s
+METRIC_SECONDS = 180  # for the metric to appear; the comparisons of usage: WINDOW_SECONDS at a time, until this
+# cAdvisor samples each cgroup every 10 s, 15 s while it does not change, each jittered up to twice
+# that: a window of reads long enough for two samples of every level, read often enough that the
+# figure around each of the kubelet's reads is known.
+WINDOW_SECONDS = 75
+READ_EVERY_MS = 100
+SCRAPE_EVERY_SECONDS = 4
 
 
 def meminfo(ws: Workspace, pod: str, container: str) -> dict[str, int]:
@@ -74,25 +90,31 @@ class SwappingPod:
     uid: str
     container_id: str
     node_files: NodeFiles
+    meminfo: bool = True  # the node's figure needs /proc/meminfo (its root cgroup has no memory.current)
+
+    def parts(self) -> list[str]:
+        return [self.container_id, "pod" + self.uid, "."]
 
     def read(self) -> CgroupRead:
         """The container's, the pod's and the node's cgroup files (and /proc/meminfo), in one exec."""
-        return self.node_files.read_cgroups([self.container_id, "pod" + self.uid, "."],
-                                            ("memory.swap.current", "memory.swap.max", *NODE_SWAP_FILES), meminfo=True)
+        return self.node_files.read_cgroups(self.parts(), FILES, meminfo=True)
 
-    def figures(self) -> dict[str, int]:
-        read = self.read()
-        return {"container": int(read.value(self.container_id, "memory.swap.current")),
-                "pod": int(read.value("pod" + self.uid, "memory.swap.current")),
-                "node": read.node_swap_usage()[0],
-                "swap_max": int(read.value(self.container_id, "memory.swap.max"))}
+    def series_over(self, seconds: float, observer: NodeObserver) -> dict[str, list[tuple[int, int]]]:
+        """Each level's figure every READ_EVERY_MS for `seconds`, on the node's clock (one exec,
+        through `observer`'s own client: it runs in a thread beside the scrapes)."""
+        reads = self.node_files.read_cgroups_over(self.parts(), FILES, READ_EVERY_MS, seconds, self.meminfo, observer)
+        series: dict[str, list[tuple[int, int]]] = {"container": [], "pod": [], "node": [], "container available": []}
+        for read in reads:
+            usage = int(read.value(self.container_id, "memory.swap.current"))
+            series["container"].append((read.unix_ms, usage))
+            series["pod"].append((read.unix_ms, int(read.value("pod" + self.uid, "memory.swap.current"))))
+            series["node"].append((read.unix_ms, read.node_swap_usage()[0]))
+            # /stats/summary: available = the container's memory.swap.max - its usage (cadvisorInfoToSwapStats)
+            series["container available"].append((read.unix_ms, int(read.value(self.container_id, "memory.swap.max")) - usage))
+        return series
 
-    def around(self, read: Callable[[], Any]) -> tuple[dict[str, int | None], Any]:
-        """Each figure read before and after ``read()``; None for one that moved."""
-        before = self.figures()
-        value = read()
-        after = self.figures()
-        return {level: before[level] if before[level] == after[level] else None for level in before}, value
+
+FILES = ("memory.swap.current", "memory.swap.max", *NODE_SWAP_FILES)
 
 
 @pytest.fixture
@@ -103,29 +125,46 @@ def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]
     swapping_past_limit(ws, "swapping")
     pod = ws.observer.pod(ws.namespace, "swapping")
     container_id = next(s["containerID"] for s in pod["status"]["containerStatuses"] if s["name"] == "stress")
-    return SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], ws.node_files())
+    swapping = SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], ws.node_files())
+    swapping.meminfo = "meminfo" in swapping.read().node_swap_usage()[1]
+    return swapping
 
 
-def two_consistent_scrapes(what: str, scrape: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Wait (bounded) until two scrapes in a row are consistent; ``scrape`` returns what it saw
-    with an "unmet" list. A failure shows every scrape, with its time into the wait."""
-    start = time.monotonic()
-    scrapes: list[tuple[float, dict[str, Any]]] = []
-
-    def probe() -> dict[str, Any] | None:
-        scrapes.append((time.monotonic() - start, scrape()))
-        consistent = [got for _, got in scrapes[-2:] if not got["unmet"]]
-        return consistent[-1] if len(consistent) == 2 else None
-
-    return wait_for(f"two consecutive {what} scrapes consistent with the node's figures", probe, METRIC_SECONDS,
-                    lambda: f"{len(scrapes)} scrapes:\n" + "\n".join(f"  +{t:.0f}s {got!r}" for t, got in scrapes))
+def proved_by_the_node(what: str, swapping: SwappingPod, scrape: Callable[[], list[Reported]],
+                       levels: tuple[str, ...]) -> SwapEvidence:
+    """Scrape while the node agent reads every level's figure every READ_EVERY_MS, then put each
+    kubelet sample beside the figure the files had while the kubelet read it (the time the
+    sample carries: it is up to 30 s older than the scrape). Until every level is proved by two
+    distinct samples, or METRIC_SECONDS; a failure lists every sample and its figure."""
+    evidence = SwapEvidence(levels)
+    deadline = time.monotonic() + METRIC_SECONDS
+    origin: list[int] = []
+    scrapes = 0
+    reader = NodeObserver(swapping.ws.node)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        while not evidence.complete() and time.monotonic() < deadline:
+            window = max(min(WINDOW_SECONDS, deadline - time.monotonic()), 2 * SCRAPE_EVERY_SECONDS)
+            reading = pool.submit(swapping.series_over, window, reader)
+            seen: list[Reported] = []
+            while not reading.done():
+                seen += scrape()
+                scrapes += 1
+                time.sleep(SCRAPE_EVERY_SECONDS)
+            series = reading.result()
+            if not origin and series["node"]:
+                origin.append(series["node"][0][0])
+            for reported in seen:
+                evidence.add(reported, series[reported.level])
+    if not evidence.complete():
+        pytest.fail(f"{what}: after {scrapes} scrapes in {METRIC_SECONDS}s, not every level equals its figure in two"
+                    f" distinct samples (times from the first read of the node's files):\n"
+                    f"{evidence.describe(origin[0] if origin else 0)}\nnode: {swapping.ws.node.describe()}", pytrace=False)
+    return evidence
 
 
 # Why alone: the node's figure is its whole cgroup tree's swap (on kind, the node container's),
-# which cAdvisor samples every 10-15 s and the kubelet serves from that cache. While another
-# test allocates on the same node (or, on kind, anywhere on the shared host, whose reclaim
-# swaps out any cgroup's pages), that figure moves between the kubelet's sample and our read,
-# and the exact comparison never finds two quiet scrapes in a row.
+# which any other test's memory moves (on kind, anywhere on the shared host, whose reclaim swaps
+# out any cgroup's pages): the comparison needs each figure still while the kubelet reads it.
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.min_kubernetes("1.30")
 @pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
@@ -133,15 +172,13 @@ def test_resource_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: S
     ws = swapping_pod.ws
     labels = {"namespace": ws.namespace, "pod": "swapping"}
 
-    def scrape() -> dict[str, Any]:
-        figures, text = swapping_pod.around(lambda: ws.observer.node_proxy("metrics/resource"))
-        samples = parse_prometheus(text)
-        found = {"container": find(samples, "container_swap_usage_bytes", container="stress", **labels),
-                 "pod": find(samples, "pod_swap_usage_bytes", **labels), "node": find(samples, "node_swap_usage_bytes")}
-        reported = {level: sample.value if sample else None for level, sample in found.items()}
-        return {"figures": figures, "reported": reported, "unmet": swap_usage_mismatches(figures, reported)}
+    def scrape() -> list[Reported]:
+        samples = parse_prometheus(ws.observer.node_proxy("metrics/resource"))
+        return [reported_from_prometheus("container", find(samples, "container_swap_usage_bytes", container="stress", **labels)),
+                reported_from_prometheus("pod", find(samples, "pod_swap_usage_bytes", **labels)),
+                reported_from_prometheus("node", find(samples, "node_swap_usage_bytes"))]
 
-    two_consistent_scrapes("/metrics/resource", scrape)
+    proved_by_the_node("/metrics/resource", swapping_pod, scrape, ("container", "pod", "node"))
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
@@ -152,24 +189,16 @@ def test_stats_summary_matches_the_cgroups(swap_node: SwapNode, swapping_pod: Sw
 
     ws = swapping_pod.ws
 
-    def scrape() -> dict[str, Any]:
-        figures, text = swapping_pod.around(lambda: ws.observer.node_proxy("stats/summary"))
-        summary = json.loads(text)
+    def scrape() -> list[Reported]:
+        summary = json.loads(ws.observer.node_proxy("stats/summary"))
         stats = {"container": (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap") or {},
                  "pod": (summary_pod(summary, ws.namespace, "swapping") or {}).get("swap") or {},
                  "node": (summary.get("node") or {}).get("swap") or {}}
-        reported = {level: s.get("swapUsageBytes") for level, s in stats.items()}
-        unmet = swap_usage_mismatches(figures, reported)
-        swap_max, usage = figures["swap_max"], figures["container"]
-        # available = the container's memory.swap.max - its usage (cadvisorInfoToSwapStats)
-        if swap_max is None:
-            unmet.append("the container's memory.swap.max moved during the scrape")
-        elif usage is not None and stats["container"].get("swapAvailableBytes") != swap_max - usage:
-            unmet.append(f"container swapAvailableBytes {stats['container'].get('swapAvailableBytes')},"
-                         f" expected memory.swap.max - usage = {swap_max - usage}")
-        return {"figures": figures, "stats": stats, "unmet": unmet}
+        found = [reported_from_summary(level, s.get("swapUsageBytes"), s.get("time")) for level, s in stats.items()]
+        container = stats["container"]
+        return found + [reported_from_summary("container available", container.get("swapAvailableBytes"), container.get("time"))]
 
-    two_consistent_scrapes("/stats/summary", scrape)
+    proved_by_the_node("/stats/summary", swapping_pod, scrape, ("container", "pod", "node", "container available"))
 
 
 @pytest.mark.needs_behavior("LimitedSwap")

@@ -213,7 +213,8 @@ class FakeObserver:
         assert path == "stats/summary", path
         return json.dumps(self.world.summary())
 
-    def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,)):
+    def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,),
+             seconds: float = 120):
         from e2e.observe import ExecResult
 
         w = self.world

@@ -24,7 +24,8 @@ class FakeObserver:
     def wait_running(self, namespace: str, name: str) -> dict:
         return {"status": {"containerStatuses": []}}
 
-    def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,)) -> ExecResult:
+    def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,),
+             seconds: float = 120) -> ExecResult:
         self.ran.append(argv)
         if argv[:2] == ["/swapstress", "resident"]:
             found = [p for p in argv[2:] if p in self.present]

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,14 +31,25 @@ type readCgroupsOutput struct {
 // spelling); the PART "." is ROOT itself. --meminfo adds /proc/meminfo (the node's: it is not
 // namespaced). One exec reads what would otherwise take one exec per file per container: on
 // an emulated node each exec costs seconds, and figures read in one go are read close together.
-func runReadCgroups(args []string) error {
+//
+// With --every D --for W it reads them again every D for W (the directories found once), one
+// JSON document per line: a series of the figures on the node's clock, for comparing with what
+// the kubelet reports as of a time it names (its samples are up to tens of seconds old).
+func runReadCgroups(args []string) error { return readCgroups(os.Stdout, args) }
+
+func readCgroups(w io.Writer, args []string) error {
 	flags := newFlagSet("read-cgroups")
 	meminfo := flags.Bool("meminfo", false, "also print /proc/meminfo")
+	every := flags.Duration("every", 0, "read again every this long (with --for)")
+	window := flags.Duration("for", 0, "keep reading for this long (with --every)")
 	if err := parseFlags(flags, args, true); err != nil {
 		return err
 	}
 	if flags.NArg() < 2 {
-		return fmt.Errorf("read-cgroups [--meminfo] ROOT FILE[,FILE...] [PART...]")
+		return fmt.Errorf("read-cgroups [--meminfo] [--every D --for W] ROOT FILE[,FILE...] [PART...]")
+	}
+	if *every < 0 || *window < 0 || (*every == 0) != (*window == 0) {
+		return fmt.Errorf("read-cgroups: --every and --for go together, both > 0")
 	}
 	root, files, parts := flags.Arg(0), strings.Split(flags.Arg(1), ","), flags.Args()[2:]
 	for _, part := range parts {
@@ -45,8 +57,28 @@ func runReadCgroups(args []string) error {
 			return fmt.Errorf("read-cgroups: %q is too short to name one cgroup", part)
 		}
 	}
-	out := readCgroupsOutput{UnixMilli: time.Now().UnixMilli(), Cgroups: map[string]*cgroupFiles{}}
-	for part, dir := range findDirs(root, parts) {
+	dirs := findDirs(root, parts)
+	if *every == 0 {
+		return readOnce(w, dirs, files, parts, *meminfo, time.Now())
+	}
+	tick := time.NewTicker(*every)
+	defer tick.Stop()
+	for end := time.Now().Add(*window); ; {
+		now := time.Now()
+		if now.After(end) {
+			return nil
+		}
+		if err := readOnce(w, dirs, files, parts, *meminfo, now); err != nil {
+			return err
+		}
+		<-tick.C
+	}
+}
+
+// readOnce prints one JSON document: FILES of each found directory (null for a part with none).
+func readOnce(w io.Writer, dirs map[string]string, files, parts []string, meminfo bool, now time.Time) error {
+	out := readCgroupsOutput{UnixMilli: now.UnixMilli(), Cgroups: map[string]*cgroupFiles{}}
+	for part, dir := range dirs {
 		found := &cgroupFiles{Path: dir, Files: map[string]*string{}}
 		for _, file := range files {
 			if data, err := os.ReadFile(filepath.Join(dir, file)); err == nil {
@@ -63,7 +95,7 @@ func runReadCgroups(args []string) error {
 			out.Cgroups[part] = nil
 		}
 	}
-	if *meminfo {
+	if meminfo {
 		data, err := os.ReadFile("/proc/meminfo")
 		if err != nil {
 			return err
@@ -75,7 +107,7 @@ func runReadCgroups(args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = os.Stdout.Write(append(encoded, '\n'))
+	_, err = w.Write(append(encoded, '\n'))
 	return err
 }
 

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestFindDirsWalksOnceForEveryPart(t *testing.T) {
@@ -24,5 +28,45 @@ func TestFindDirsWalksOnceForEveryPart(t *testing.T) {
 	}
 	if findDir(root, "pod1-2-3") != pod {
 		t.Fatalf("findDir disagrees with findDirs")
+	}
+}
+
+func TestReadCgroupsEveryForIsASeriesOnTheNodesClock(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "memory.swap.current"), "4096\n")
+	var out bytes.Buffer
+	start := time.Now()
+	if err := readCgroups(&out, []string{"--every", "20ms", "--for", "200ms", root, "memory.swap.current,memory.absent", "."}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// One read at once, then one per tick until the window ends: about 11, never 1.
+	if len(lines) < 5 || len(lines) > 12 || took < 200*time.Millisecond {
+		t.Fatalf("%d reads in %v:\n%s", len(lines), took, out.String())
+	}
+	var last int64
+	for _, line := range lines {
+		var doc readCgroupsOutput
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if doc.UnixMilli < last || doc.UnixMilli < start.UnixMilli() {
+			t.Fatalf("read times go back: %d after %d (start %d)", doc.UnixMilli, last, start.UnixMilli())
+		}
+		last = doc.UnixMilli
+		files := doc.Cgroups["."].Files
+		if got := files["memory.swap.current"]; got == nil || *got != "4096\n" || files["memory.absent"] != nil {
+			t.Fatalf("files = %v", files)
+		}
+	}
+}
+
+func TestReadCgroupsEveryAndForGoTogether(t *testing.T) {
+	for _, args := range [][]string{{"--every", "1s"}, {"--for", "1s"}, {"--every", "-1s", "--for", "1s"}} {
+		err := readCgroups(&bytes.Buffer{}, append(args, t.TempDir(), "memory.max", "."))
+		if err == nil || !strings.Contains(err.Error(), "go together") {
+			t.Fatalf("%v: err = %v", args, err)
+		}
 	}
 }
