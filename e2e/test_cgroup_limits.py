@@ -7,12 +7,16 @@ their tests skip, saying so, on an older node, and they are not deployed there."
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from clusters import shared
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 from e2e.nodefiles import CgroupRead
@@ -23,10 +27,6 @@ from e2e.sizing import burstable_sizing
 from workloads.pods import QOS_SHAPES, Mi, PodShape, labels, stress_pod
 
 CRITICAL_PRIORITY = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
-
-# Every test here uses the shapes deployed once per behavior (shape_pods): one worker.
-pytestmark = pytest.mark.shared_deployment("qos-shapes")
-
 
 CGROUP_FILES = ("memory.swap.max", "memory.max")
 
@@ -58,6 +58,17 @@ class ShapePods:
     def report(self, shape: PodShape) -> str:
         return f"node: {self.node.describe()}\n" + self.explanations.get(shape.id, "")
 
+    def to_json(self) -> dict[str, Any]:
+        """What every xdist worker's tests read (the node is each worker's own)."""
+        return {"namespace": self.namespace, "pods": self.pods, "built": self.built, "dropped": self.dropped,
+                "cgroups": dataclasses.asdict(self.cgroups) if self.cgroups else None,
+                "explanations": self.explanations}
+
+    @classmethod
+    def from_json(cls, node: SwapNode, data: dict[str, Any]) -> "ShapePods":
+        cgroups = CgroupRead(**data["cgroups"]) if data.get("cgroups") else None
+        return cls(node, data["namespace"], data["pods"], data["built"], data["dropped"], cgroups, data["explanations"])
+
 
 def container_id(pod: dict[str, Any], container: str) -> str:
     """The running container's id (sidecars are init containers), as its cgroup directory names it."""
@@ -68,48 +79,36 @@ def container_id(pod: dict[str, Any], container: str) -> str:
     raise AssertionError(f"{pod['metadata']['name']}/{container}: no container id in the pod's status")
 
 
-# Module scope, per node and behavior: the shapes are deployed once, read once, and deleted
-# before the first test asserts anything. The node holds them only while they are read: they
-# request memory that a later test's kubelet restart re-admits, and would be candidates when
-# a test drives the node into memory pressure.
-@pytest.fixture(scope="module")
-def shape_pods_cache() -> dict[tuple[str, str], ShapePods | FailedDeployment]:
-    return {}
-
-
+# Once per node and behavior in the whole run: the shapes are deployed, read and deleted before
+# the first test asserts anything, by whichever xdist worker needs them first; the others wait
+# for it and read what it read (clusters/shared.py, in the run's directory). The node holds them
+# only while they are read: they request memory that a later test's kubelet restart re-admits,
+# and would be candidates when a test drives the node into memory pressure.
 @pytest.fixture
-def shape_pods(swap_node: SwapNode, shape_pods_cache: dict, request: pytest.FixtureRequest) -> ShapePods:
+def shape_pods(swap_node: SwapNode, request: pytest.FixtureRequest) -> ShapePods:
     """Every pod shape, deployed once per node and behavior (pods are created while the node
     runs that behavior: the kubelet fixes a container's swap limit when it creates the
     container), read in one batch on the node, then deleted."""
-    key = (f"{swap_node.cluster}/{swap_node.name}", swap_node.behavior)
-    return deployed_once(shape_pods_cache, key, lambda: deploy_and_read(
-        swap_node, request.getfixturevalue("swap_provider").stress_image(swap_node)))
+    from e2e.plugin.run import the_run
+
+    image = request.getfixturevalue("swap_provider").stress_image(swap_node)
+    deployed = deployed_once(the_run(request.config).directory, f"{swap_node.cluster}/{swap_node.name}", swap_node.behavior,
+                             lambda: deploy_and_read(swap_node, image).to_json())
+    return ShapePods.from_json(swap_node, deployed)
 
 
-@dataclass(frozen=True)
-class FailedDeployment:
-    error: str
-
-
-def deployed_once(cache: dict[tuple[str, str], ShapePods | FailedDeployment], key: tuple[str, str],
-                  deploy: Callable[[], ShapePods]) -> ShapePods:
-    """The shapes of one node and behavior, deployed by the first test that needs them. A failed
-    deployment is not tried again by every later test: each attempt deploys every shape again
-    onto a node that just failed to take them, and on an overloaded kind host that snowballed
-    (seen: 26 shape tests erroring in a row). The first test has the whole error; the others fail
-    at once, quoting it."""
-    if key not in cache:
-        try:
-            cache[key] = deploy()
-        except Exception as error:
-            cache[key] = FailedDeployment(f"{type(error).__name__}: {error}")
-            raise
-    deployed = cache[key]
-    if isinstance(deployed, FailedDeployment):
-        pytest.fail(f"the pod shapes could not be deployed on {key[0]} under {key[1]} (the first test of that"
-                    f" behavior here has the whole error): {deployed.error[:500]}", pytrace=False)
-    return deployed
+def deployed_once(run_dir: Path, node: str, behavior: str, deploy: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The shapes of one node and behavior, deployed by the first test of the run that needs
+    them, in whichever process. A failed deployment is not tried again by every later test:
+    each attempt deploys every shape again onto a node that just failed to take them, and on an
+    overloaded kind host that snowballed (seen: 26 shape tests erroring in a row). The first
+    test has the whole error; the others fail at once, quoting it."""
+    key = "shapes-" + re.sub(r"[^A-Za-z0-9_.-]", "_", f"{node}-{behavior}")
+    try:
+        return shared.get_or_create(run_dir, key, deploy)
+    except shared.SharedCreationError as error:
+        pytest.fail(f"the pod shapes could not be deployed on {node} under {behavior} (the first test of that"
+                    f" behavior has the whole error): {str(error)[:500]}", pytrace=False)
 
 
 def deploy_and_read(node: SwapNode, image: str) -> ShapePods:

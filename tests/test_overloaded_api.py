@@ -4,6 +4,10 @@ deployment failing its tests at once instead of being deployed again by each of 
 
 from __future__ import annotations
 
+import multiprocessing
+import time
+from pathlib import Path
+
 import pytest
 from kubernetes.client.exceptions import ApiException
 
@@ -67,28 +71,42 @@ def test_a_create_the_server_never_takes_times_out_saying_why() -> None:
         observe.once("pod x created", send, seconds=2)
 
 
-def test_a_failed_shape_deployment_is_not_repeated_by_each_test() -> None:
-    cache: dict = {}
+def test_a_failed_shape_deployment_is_not_repeated_by_each_test(tmp_path: Path) -> None:
     deployments: list[int] = []
 
-    def deploy() -> object:
+    def deploy() -> dict:
         deployments.append(1)
         raise TimeoutError("The handshake operation timed out")
 
     with pytest.raises(TimeoutError):
-        deployed_once(cache, ("kind-ksc/worker", "LimitedSwap"), deploy)
+        deployed_once(tmp_path, "kind-ksc/worker", "LimitedSwap", deploy)
     for _ in range(3):
         with pytest.raises(pytest.fail.Exception, match="could not be deployed on kind-ksc/worker under LimitedSwap"
                                                         ".*TimeoutError: The handshake operation timed out"):
-            deployed_once(cache, ("kind-ksc/worker", "LimitedSwap"), deploy)
+            deployed_once(tmp_path, "kind-ksc/worker", "LimitedSwap", deploy)
     assert len(deployments) == 1
     # Another behavior (or node) is its own deployment.
-    assert deployed_once(cache, ("kind-ksc/worker", "NoSwap"), lambda: "shapes") == "shapes"
+    assert deployed_once(tmp_path, "kind-ksc/worker", "NoSwap", lambda: {"shapes": 1}) == {"shapes": 1}
 
 
-def test_a_deployment_that_worked_is_shared() -> None:
-    cache: dict = {}
-    made: list[int] = []
-    for _ in range(3):
-        assert deployed_once(cache, ("n", "NoSwap"), lambda: made.append(1) or "shapes") == "shapes"
-    assert made == [1]
+def _deploy_slowly(run_dir: str, log: str) -> None:
+    def deploy() -> dict:
+        with open(log, "a") as f:
+            f.write("deployed\n")
+        time.sleep(0.5)  # the other process asks meanwhile
+        return {"namespace": "ksc-shapes-x"}
+
+    assert deployed_once(Path(run_dir), "n", "NoSwap", deploy) == {"namespace": "ksc-shapes-x"}
+
+
+def test_a_deployment_is_made_once_for_every_process_of_the_run(tmp_path: Path) -> None:
+    """xdist workers are processes: the first deploys, the others wait and read its result."""
+    log = tmp_path / "log"
+    ctx = multiprocessing.get_context("fork")
+    workers = [ctx.Process(target=_deploy_slowly, args=(str(tmp_path), str(log))) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    assert log.read_text() == "deployed\n"

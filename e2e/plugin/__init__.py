@@ -5,8 +5,7 @@ lay out theirs):
 * ``run``      the run's life: its directory (handed to xdist workers), its provider, preflight once
                in the process that owns the run, signals, and the one way it ends: teardown of what
                it created, whatever raised before
-* ``nodes``    what tests ask for: ``swap_node`` and the named nodes, their order, xdist groups,
-               ``runs_alone``
+* ``nodes``    what tests ask for: ``swap_node`` and the named nodes, their order, ``runs_alone``
 * ``summary``  what the run proved: results, the gate's verdict, the results directory, the
                terminal sections
 * ``hooks``    the plugin's own hook, ``pytest_ksc_make_provider`` (a plugin may offer the provider)

@@ -51,23 +51,9 @@ def _behavior_index(item: pytest.Item) -> int:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     # One behavior after another: a node that switches behavior in place (vm) switches once
     # per behavior, and a failure report reads by behavior. The sort is stable within one.
+    # (A deployment several tests share is made once per run, in whichever xdist worker needs
+    # it first, through the run's directory: e2e/test_cgroup_limits.py shape_pods.)
     items.sort(key=_behavior_index)
-    # Tests that share one expensive deployment per behavior (the 12 pod shapes) run on one
-    # xdist worker, so each behavior's shapes are deployed once, not once per worker.
-    for item in items:
-        group = item.get_closest_marker("shared_deployment")
-        behavior = behavior_of(item)
-        if group and behavior:
-            item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{behavior}"))
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):  # pragma: no cover - only with -n
-    """The default distribution honours the xdist_group marks above (``--dist loadgroup``)."""
-    if config.getoption("dist") == "load":
-        from xdist.scheduler import LoadGroupScheduling
-
-        return LoadGroupScheduling(config, log)
-    return None
 
 
 @pytest.fixture(autouse=True)
