@@ -4,6 +4,8 @@ accelerator choice."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 
@@ -93,8 +95,23 @@ def test_default_cni_manifest_installs_the_bridge_cni() -> None:
     assert container["image"] == "localhost/x/bridge-cni:abc" and container["imagePullPolicy"] == "Never"
     assert pod["volumes"][0]["hostPath"]["path"] == "/etc/cni/net.d"
     assert docs["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
-    # kind only templates manifests that carry its magic marker; ours must not
-    assert "would you kindly" not in nodeimage.cni_manifest("x:y")
+    # kind templates manifests that carry its template marker (ours must not: Go templates) and
+    # adds CONTROL_PLANE_ENDPOINT to the first container's env list of those with its patch marker
+    manifest = nodeimage.cni_manifest("x:y")
+    assert "would you kindly template this file" not in manifest
+    assert manifest.startswith("# would you kindly patch this file\n") and isinstance(container["env"], list)
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
+def test_bridge_cni_talks_to_the_control_plane_kind_names_not_the_service() -> None:
+    prelude = nodeimage.BRIDGE_CNI_SCRIPT.split("conf=", 1)[0]
+    show = prelude + 'echo "${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}"\n'
+    env = {"PATH": os.environ["PATH"], "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    named = subprocess.run(["sh", "-c", show], env={**env, "CONTROL_PLANE_ENDPOINT": "ksc-mixed-control-plane:6443"},
+                           capture_output=True, text=True, check=True)
+    assert named.stdout == "ksc-mixed-control-plane:6443\n"
+    # a manifest installed without kind's patch keeps the Service
+    assert subprocess.run(["sh", "-c", show], env=env, capture_output=True, text=True, check=True).stdout == "10.96.0.1:443\n"
 
 
 def test_bridge_cni_script_writes_the_config_atomically_and_routes_other_nodes() -> None:
@@ -155,3 +172,14 @@ def test_newest_kubernetes_probes_by_name() -> None:
         versions.newest_kubernetes("v1.35.0", served.__contains__)
     with pytest.raises(ValueError):
         versions.newest_kubernetes("latest", served.__contains__)
+
+
+def test_the_node_image_runs_the_scheduler_without_leader_election() -> None:
+    """kubeadm patches the scheduler's manifest from the image's patch directory, the one the
+    emulated-host profile names (its lease renewals time out under emulation and it exits)."""
+    profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
+    directories = [yaml.safe_load(p).get("patches", {}).get("directory") for p in profile["kubeadmConfigPatches"]]
+    patch = nodeimage.node_files("pause:x")[nodeimage.SCHEDULER_PATCH.lstrip("/")]
+    assert nodeimage.SCHEDULER_PATCH.rsplit("/", 1)[0] in directories
+    assert nodeimage.SCHEDULER_PATCH.endswith("/kube-scheduler+json.json")
+    assert json.loads(patch) == [{"op": "add", "path": "/spec/containers/0/command/-", "value": "--leader-elect=false"}]

@@ -217,6 +217,12 @@ BRIDGE_CNI_SCRIPT = """\
 # another node's pods is routed through that node's InternalIP (kind's nodes share one Docker
 # network). Runs in a DaemonSet pod on every node (hostNetwork, privileged).
 set -u
+# The API server at the control plane's own address (kind adds CONTROL_PLANE_ENDPOINT to this
+# DaemonSet, see cni_manifest), not through the kubernetes Service: that address works only
+# once kube-proxy has programmed it, minutes under emulation, every one of them a NotReady node.
+if [ -n "${CONTROL_PLANE_ENDPOINT:-}" ]; then
+  export KUBERNETES_SERVICE_HOST="${CONTROL_PLANE_ENDPOINT%:*}" KUBERNETES_SERVICE_PORT="${CONTROL_PLANE_ENDPOINT##*:}"
+fi
 conf=/host/etc/cni/net.d/10-ksc-bridge.conflist
 until cidr=$(kubectl get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}') && [ -n "$cidr" ]; do
   echo "ksc-bridge-cni: waiting for $NODE_NAME's podCIDR"
@@ -281,7 +287,9 @@ def cni_manifest(image_ref: str) -> str:
              "volumes": [{"name": "cni-conf", "hostPath": {"path": "/etc/cni/net.d", "type": "DirectoryOrCreate"}}],
          }}}},
     ]
-    return yaml.safe_dump_all(docs, sort_keys=False)
+    # kind's marker for adding the control plane's address to the DaemonSet's first container
+    # (installcni: env CONTROL_PLANE_ENDPOINT, as for kindnetd), which BRIDGE_CNI_SCRIPT uses.
+    return "# would you kindly patch this file\n" + yaml.safe_dump_all(docs, sort_keys=False)
 
 
 # The controller manager runs with enable-hostpath-provisioner (kind's kubeadm config).
@@ -394,10 +402,21 @@ def node_files(pause_ref: str) -> dict[str, bytes]:
         "kind/manifests/default-storage.yaml": STORAGE_MANIFEST,
     }
     files = {k: v.encode() for k, v in t.items()}
-    # The control plane's probe patches (kubeadm patches, as the vm node's): the emulated-host
-    # profile points kubeadm at them (clusters/kind/profiles/emulated-host.yaml).
+    # The control plane's probe patches (kubeadm patches, as the vm node's) and the scheduler's
+    # flag: the emulated-host profile points kubeadm at them (clusters/kind/profiles/emulated-host.yaml).
     files.update({path.lstrip("/"): text for path, text in node.probe_patches().items()})
+    files[SCHEDULER_PATCH.lstrip("/")] = json.dumps(NO_SCHEDULER_ELECTION).encode()
     return files
+
+
+# Under emulation the scheduler's lease renewals miss their 5 s deadline and it exits
+# ("Leaderelection lost"; seen on the kind host every few minutes, each restart relisting the
+# cluster on an already saturated CPU). One control plane needs no election: the vm node turns
+# it off in kubeadm's config, but a kind config cannot add one scheduler flag that survives
+# feature gates (kind leaves scheduler.extraArgs empty without them, so a JSON 6902 append
+# fails, and replacing the list drops them), so kubeadm gets it as a patch of the manifest.
+SCHEDULER_PATCH = f"{node.PATCHES_DIR}/kube-scheduler+json.json"
+NO_SCHEDULER_ELECTION = [{"op": "add", "path": "/spec/containers/0/command/-", "value": "--leader-elect=false"}]
 
 
 def _sha(path: Path) -> str:
