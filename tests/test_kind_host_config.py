@@ -183,3 +183,19 @@ def test_the_node_image_runs_the_scheduler_without_leader_election() -> None:
     assert nodeimage.SCHEDULER_PATCH.rsplit("/", 1)[0] in directories
     assert nodeimage.SCHEDULER_PATCH.endswith("/kube-scheduler+json.json")
     assert json.loads(patch) == [{"op": "add", "path": "/spec/containers/0/command/-", "value": "--leader-elect=false"}]
+
+
+def test_the_emulated_host_profile_skips_the_addons_no_test_uses() -> None:
+    """As on the vm node: kubeadm deploys neither CoreDNS nor kube-proxy (appended to the
+    skipPhases kind writes, whose "preflight" stays)."""
+    profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
+    init = [p for p in profile["kubeadmConfigPatchesJSON6902"] if p["kind"] == "InitConfiguration"]
+    ops = [op for p in init for op in yaml.safe_load(p["patch"])]
+    assert ops == [{"op": "add", "path": "/skipPhases/-", "value": "addon/coredns"},
+                   {"op": "add", "path": "/skipPhases/-", "value": "addon/kube-proxy"}]
+
+
+def test_the_bridge_cni_does_not_masquerade() -> None:
+    conflist = nodeimage.BRIDGE_CNI_SCRIPT.split("<<EOF\n", 1)[1].split("\nEOF\n", 1)[0]
+    bridge = json.loads(conflist.replace("$cidr", "10.244.0.0/24"))["plugins"][0]
+    assert bridge["type"] == "bridge" and bridge["ipMasq"] is False

@@ -215,7 +215,9 @@ BRIDGE_CNI_SCRIPT = """\
 # ksc-bridge-cni: the pod network of the kube-swap-conformance kind node image. On every node
 # the pods sit on a Linux bridge (ksc0) with addresses from the node's podCIDR; traffic to
 # another node's pods is routed through that node's InternalIP (kind's nodes share one Docker
-# network). Runs in a DaemonSet pod on every node (hostNetwork, privileged).
+# network). Runs in a DaemonSet pod on every node (hostNetwork, privileged). No masquerading
+# (as on the vm node): no pod of the suite reaches outside the cluster, and the bridge plugin's
+# iptables chain per pod is added and removed with it, execs that are slow under emulation.
 set -u
 # The API server at the control plane's own address (kind adds CONTROL_PLANE_ENDPOINT to this
 # DaemonSet, see cni_manifest), not through the kubernetes Service: that address works only
@@ -233,7 +235,7 @@ cat > "$conf.tmp" <<EOF
   "cniVersion": "1.0.0",
   "name": "ksc-bridge",
   "plugins": [
-    {"type": "bridge", "bridge": "ksc0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+    {"type": "bridge", "bridge": "ksc0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
      "ipam": {"type": "host-local", "ranges": [[{"subnet": "$cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
