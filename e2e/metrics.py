@@ -93,7 +93,7 @@ def reported_from_summary(level: str, value: float | None, time: str | None) -> 
     return Reported(level, value, stamp - STAMPED_AFTER_READ_MS, stamp + 1000)
 
 
-def figure_during(series: Sequence[tuple[int, int]], lo_ms: int, hi_ms: int) -> int | None:
+def figure_during(series: Sequence[tuple[int, int | None]], lo_ms: int, hi_ms: int) -> int | None:
     """The figure through [lo_ms, hi_ms], where the reads show it: the last read at or before
     lo_ms, the first at or after hi_ms, and every read between them the same value. None where
     it moved in between, or the reads do not reach both ends (nothing can be said)."""
@@ -105,40 +105,58 @@ def figure_during(series: Sequence[tuple[int, int]], lo_ms: int, hi_ms: int) -> 
     return values.pop() if len(values) == 1 else None
 
 
+# A sample contradicts its figure only where the figure was still over a much longer span before
+# its stamp than any delay between cAdvisor's read and its stamp: a kubelet that reports another
+# value there is wrong (a frozen or late value, another cgroup's), whatever else it got right.
+REFUTED_STILL_MS = 10_000
+
+
 @dataclass
 class SwapEvidence:
     """Every distinct kubelet sample seen per level, each with the figure the node's own files
-    had while the kubelet read it. A level is proved by `needed` distinct samples equal to
-    their figure (distinct: a kubelet that froze its first sample proves one at most); a
-    sample whose figure is unknown (it moved, or lies outside the reads) proves nothing either
-    way, and a kubelet whose figure is wrong never reaches `needed`."""
+    had while the kubelet read it. A level is proved by `needed` distinct samples equal to their
+    figure (distinct: a kubelet that froze its first sample proves one at most); a sample whose
+    figure is unknown (it moved, or lies outside the reads) proves nothing either way, and a
+    sample that differs from a figure still for REFUTED_STILL_MS before its stamp refutes the
+    level, whatever the other samples showed."""
 
     levels: tuple[str, ...]
     needed: int = 2
-    seen: dict[str, dict[tuple[int, int], tuple[float | None, int | None]]] = field(default_factory=dict)
+    # level -> the sample's span -> (reported value, its figure, the figure if still long enough to refute)
+    seen: dict[str, dict[tuple[int, int], tuple[float | None, int | None, int | None]]] = field(default_factory=dict)
 
-    def add(self, reported: Reported, series: Sequence[tuple[int, int]]) -> None:
+    def add(self, reported: Reported, series: Sequence[tuple[int, int | None]]) -> None:
+        """Place a sample against one window of reads (call once per window it may fall in)."""
         samples = self.seen.setdefault(reported.level, {})
         span = (reported.lo_ms, reported.hi_ms)
         figure = figure_during(series, *span)
-        if span not in samples or (samples[span][1] is None and figure is not None):
-            samples[span] = (reported.value, figure)
+        still = figure_during(series, reported.hi_ms - REFUTED_STILL_MS, reported.hi_ms) if span != UNPLACED else None
+        known = samples.get(span, (reported.value, None, None))
+        samples[span] = (reported.value, known[1] if figure is None else figure, known[2] if still is None else still)
 
     def proved(self, level: str) -> int:
         # A container with nothing in swap would prove nothing: 0 = 0 holds for any kubelet.
-        return sum(1 for value, figure in self.seen.get(level, {}).values()
+        return sum(1 for value, figure, _ in self.seen.get(level, {}).values()
                    if figure is not None and value == figure and (figure > 0 or level != "container"))
 
+    def refuted(self) -> list[str]:
+        return [f"{level}: reported {'nothing' if value is None else f'{value:.0f}'} where its figure was {still}"
+                f" for {REFUTED_STILL_MS / 1000:.0f} s up to the sample's time"
+                for level in self.levels for value, _, still in self.seen.get(level, {}).values()
+                if still is not None and value != still]
+
     def complete(self) -> bool:
-        return all(self.proved(level) >= self.needed for level in self.levels)
+        return not self.refuted() and all(self.proved(level) >= self.needed for level in self.levels)
 
     def describe(self, origin_ms: int) -> str:
         lines = []
         for level in self.levels:
             lines.append(f"{level}: {self.proved(level)} of {self.needed} samples proved")
-            for (lo, hi), (value, figure) in sorted(self.seen.get(level, {}).items()):
+            for (lo, hi), (value, figure, still) in sorted(self.seen.get(level, {}).items()):
                 verdict = ("no figure (it moved during the kubelet's read, or outside our reads)" if figure is None
                            else "equal" if value == figure else f"figure {figure}")
+                if still is not None and value != still:
+                    verdict += f" (still at {still} for {REFUTED_STILL_MS / 1000:.0f} s before: refuted)"
                 shown = "not reported" if value is None else f"{value:.0f}"
                 when = "no time given" if (lo, hi) == UNPLACED else \
                     f"read at {(lo - origin_ms) / 1000:+.1f}..{(hi - origin_ms) / 1000:+.1f}s"

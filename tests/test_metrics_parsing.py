@@ -140,8 +140,32 @@ def test_the_failure_lists_every_sample_with_its_figure() -> None:
         "  no time given: not reported: no figure (it moved during the kubelet's read, or outside our reads)",
         "  read at -1.0..+0.0s: 7: equal",
         "  read at +0.0..+1.0s: 7: no figure (it moved during the kubelet's read, or outside our reads)",
-        "  read at +10.0..+11.0s: 8: figure 9",
+        "  read at +10.0..+11.0s: 8: figure 9 (still at 9 for 10 s before: refuted)",
     ]
+    assert evidence.refuted() == ["node: reported 8 where its figure was 9 for 10 s up to the sample's time"]
+
+
+def test_a_value_frozen_while_the_figure_moved_once_is_refuted_though_earlier_samples_matched() -> None:
+    # The swapping container holds still: its figure moves once (+4 KiB at 30 s) and stays. A
+    # kubelet that keeps its first value under fresh times matches the two samples before the
+    # move, and contradicts every sample 10 s after it.
+    once = every_100ms(-5000, 90000, lambda dt: 40 * MiB + (4096 if dt >= 30000 else 0))
+    evidence = SwapEvidence(("container",))
+    for at in (5000, 17000, 45000, 60000):
+        evidence.add(kubelet_sample("container", 40 * MiB, at), once)
+    assert evidence.proved("container") == 2 and not evidence.complete()
+    assert len(evidence.refuted()) == 2
+
+
+def test_a_correct_kubelet_is_never_refuted() -> None:
+    still = every_100ms(-15000, 60000, lambda dt: 40 * MiB)
+    drifting = every_100ms(-15000, 60000, lambda dt: 50 * MiB - (dt // 7000) * 4096)
+    evidence = SwapEvidence(("container", "node"))
+    for at in (2000, 13000, 26000, 40000):
+        evidence.add(kubelet_sample("container", 40 * MiB, at), still)
+        figure = next(v for t, v in drifting if t >= T + at - 500)
+        evidence.add(kubelet_sample("node", figure, at), drifting)
+    assert evidence.refuted() == [] and evidence.complete()
 
 
 def test_swap_total_for_kubelets_without_node_info_swap() -> None:
