@@ -144,24 +144,31 @@ func (s sampling) run(lines <-chan string, deadline <-chan time.Time) error {
 	tick := time.NewTicker(s.interval)
 	defer tick.Stop()
 	var pods []*followed
+	var nextFind time.Time
 	for {
 		gone := 0
 		now := time.Now()
+		// Pods whose cgroups have not appeared yet are looked for in one walk of the tree, at
+		// most every findEvery: a walk per pod per tick cost an emulated node's agent a few
+		// percent of its CPU while pods started.
+		if missing := unfound(pods); len(missing) > 0 && !now.Before(nextFind) {
+			nextFind = now.Add(max(s.interval, findEvery))
+			found := findDirs(s.root, missing)
+			for _, p := range pods {
+				if p.dir == "" {
+					p.dir = found[p.part]
+				}
+			}
+		}
 		for _, p := range pods {
 			if p.gone {
 				gone++
 				continue
 			}
-			if now.Before(p.next) {
+			if now.Before(p.next) || p.dir == "" {
 				continue
 			}
 			p.next = now.Add(p.every)
-			if p.dir == "" {
-				p.dir = findDir(s.root, p.part)
-			}
-			if p.dir == "" {
-				continue
-			}
 			rows, err := sampleChildren(p.dir, now)
 			if errors.Is(err, fs.ErrNotExist) {
 				p.gone = true
@@ -185,12 +192,26 @@ func (s sampling) run(lines <-chan string, deadline <-chan time.Time) error {
 					return err
 				}
 				pods = append(pods, &p)
+				nextFind = time.Time{} // a pod just named is looked for at once
 			}
 		case <-deadline:
 			return s.stopped("timeout")
 		case <-tick.C:
 		}
 	}
+}
+
+// findEvery bounds how often the tree is walked for pods not found yet.
+const findEvery = 500 * time.Millisecond
+
+func unfound(pods []*followed) []string {
+	var parts []string
+	for _, p := range pods {
+		if p.dir == "" && !p.gone {
+			parts = append(parts, p.part)
+		}
+	}
+	return parts
 }
 
 func (s sampling) write(part string, rows []string) error {

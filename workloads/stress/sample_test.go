@@ -188,3 +188,20 @@ func TestAFollowNameWithABadIntervalIsAnError(t *testing.T) {
 		t.Fatalf("podx@500ms: %+v %v", f, err)
 	}
 }
+
+func TestAPodWhoseCgroupAppearsLaterIsFoundAndSampled(t *testing.T) {
+	root := t.TempDir()
+	lines := make(chan string, 2)
+	lines <- "podlate"
+	var out bytes.Buffer
+	done := make(chan error)
+	go func() { done <- (sampling{root: root, interval: 10 * time.Millisecond, out: &out}).run(lines, nil) }()
+	time.Sleep(50 * time.Millisecond) // looked for at once, and not there: walked again within findEvery
+	write(t, filepath.Join(root, "kubepods.slice", "podlate", "c1", "memory.current"), "7")
+	time.Sleep(findEvery + 200*time.Millisecond)
+	_ = os.RemoveAll(filepath.Join(root, "kubepods.slice", "podlate"))
+	waitStopped(t, done, "the late pod's cgroup went away")
+	if text := out.String(); !strings.Contains(text, " c1 7 ") || !strings.HasSuffix(text, "stopped reason=gone\n") {
+		t.Fatalf("output %q", text)
+	}
+}
