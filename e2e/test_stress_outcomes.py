@@ -101,8 +101,13 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     assert ws.record.check("termination reason", "OOMKilled", terminated.get("reason"), inputs), context
     assert any(current > size.limit // 2 for current, _ in samples), "no sample while it filled: " + context
     assert ws.record.check("memory.swap.max", 0, series.swap_max if series.swap_max is not None else "max", inputs), context
-    assert ws.record.check("memory.swap.current, every sample", 0, max((s for _, s in samples if s is not None), default=None),
-                           f"{inputs}, {len(samples)} samples", ok=all(s == 0 for _, s in samples)), context
+    # A sample whose memory.swap.current could not be read was taken as the killed container's
+    # cgroup went away (seen on kind: the last one, memory.current still read): it holds no
+    # figure, neither 0 nor another. Every sample with one must read 0, and there must be some.
+    swapped = [s for _, s in samples if s is not None]
+    assert ws.record.check("memory.swap.current, every sample", 0, max(swapped, default=None),
+                           f"{inputs}, {len(swapped)} of {len(samples)} samples read it",
+                           ok=bool(swapped) and all(s == 0 for s in swapped)), context
 
 
 def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
