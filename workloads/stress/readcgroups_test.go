@@ -26,9 +26,6 @@ func TestFindDirsWalksOnceForEveryPart(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("findDirs = %v, want %v", got, want)
 	}
-	if findDir(root, "pod1-2-3") != pod {
-		t.Fatalf("findDir disagrees with findDirs")
-	}
 }
 
 func TestReadCgroupsEveryForIsASeriesOnTheNodesClock(t *testing.T) {

@@ -241,12 +241,6 @@ func (s sampling) stopped(reason string) error {
 	return err
 }
 
-// findDir is the first directory below root whose name contains part, or part with "-" as "_"
-// (the systemd cgroup driver's spelling of a pod UID); "" if none yet.
-func findDir(root, part string) string {
-	return findDirs(root, []string{part})[part]
-}
-
 // sampleChildren reads sampleFiles of every child cgroup of dir, as `sample` lines sorted by
 // child name. fs.ErrNotExist means dir itself is gone.
 func sampleChildren(dir string, now time.Time) ([]string, error) {

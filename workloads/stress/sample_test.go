@@ -28,11 +28,11 @@ func TestSampleChildrenReadsEveryContainerInNameOrder(t *testing.T) {
 	write(t, filepath.Join(pod, "cri-containerd-aaa.scope", "memory.current"), "5\n")
 	write(t, filepath.Join(pod, "memory.current"), "105\n") // the pod's own files are not a container
 
-	if got := findDir(root, "pod1-2"); got != pod { // a UID as the API spells it
-		t.Fatalf("findDir = %q, want %q", got, pod)
+	if got := findDirs(root, []string{"pod1-2"})["pod1-2"]; got != pod { // a UID as the API spells it
+		t.Fatalf("findDirs = %q, want %q", got, pod)
 	}
-	if got := findDir(root, "pod9_9"); got != "" {
-		t.Fatalf("findDir of an absent pod = %q", got)
+	if got := findDirs(root, []string{"pod9_9"})["pod9_9"]; got != "" {
+		t.Fatalf("findDirs of an absent pod = %q", got)
 	}
 	rows, err := sampleChildren(pod, time.UnixMilli(1234))
 	if err != nil {
