@@ -144,7 +144,6 @@ def proved_by_the_node(what: str, swapping: SwappingPod, scrape: Callable[[], li
     fails the test at once. A failure lists every sample and its figure."""
     evidence = SwapEvidence(levels)
     deadline = time.monotonic() + METRIC_SECONDS
-    origin: list[int] = []
     seen: list[Reported] = []
     windows: list[dict[str, list[tuple[int, int | None]]]] = []
     reader = NodeObserver(swapping.ws.node)
@@ -161,8 +160,6 @@ def proved_by_the_node(what: str, swapping: SwappingPod, scrape: Callable[[], li
                 seen += scrape()
                 time.sleep(SCRAPE_EVERY_SECONDS)
             windows.append(reading.result())
-            if not origin and windows[0]["node"]:
-                origin.append(windows[0]["node"][0][0])
             # Every sample against every window: one stamped near a window's end is read in the next.
             evidence = SwapEvidence(levels)
             for reported in seen:
@@ -172,10 +169,11 @@ def proved_by_the_node(what: str, swapping: SwappingPod, scrape: Callable[[], li
         pool.shutdown(wait=False, cancel_futures=True)
     if not evidence.complete():
         refuted = evidence.refuted()
+        origin = windows[0]["node"][0][0] if windows and windows[0]["node"] else 0  # the first read
         pytest.fail(f"{what}: " + ("; ".join(refuted) if refuted else
                                    f"not every level equals its figure in two distinct samples within {METRIC_SECONDS}s")
                     + f" ({len(seen) // len(levels)} scrapes; times from the first read of the node's files):\n"
-                    f"{evidence.describe(origin[0] if origin else 0)}\nnode: {swapping.ws.node.describe()}", pytrace=False)
+                    f"{evidence.describe(origin)}\nnode: {swapping.ws.node.describe()}", pytrace=False)
     return evidence
 
 
