@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,9 +108,6 @@ class NodeKubelet(ABC):
             before = yaml.safe_load(original)
             self.restart_with(original, lambda live: change.restored(live, before), f"{change.what}: restored")
 
-    def eviction_thresholds(self, hard: Mapping[str, str]) -> AbstractContextManager[None]:
-        return self.reconfigured(eviction_thresholds(hard))
-
 
 @dataclass(frozen=True)
 class KubeletChange:
@@ -129,12 +126,19 @@ def settings(values: Mapping[str, Any], what: str) -> KubeletChange:
                          lambda live, before: restored(live, before, values))
 
 
-def eviction_thresholds(hard: Mapping[str, str]) -> KubeletChange:
+def eviction_thresholds(soft: Mapping[str, str], grace: str) -> KubeletChange:
+    """Soft thresholds, each with this grace period. Soft, not hard: the kubelet evicts only
+    once a threshold has been met for the grace period, and the restart that sets it loses the
+    pods' stats for a while (the eviction manager ranks a pod without stats first: seen on kind,
+    the first ranking came before two pods had any); a hard threshold would also be taken off
+    the node's allocatable memory. evictionMaxPodGracePeriod 1: a pod is killed as under a hard
+    threshold (the suite's pods ask for terminationGracePeriodSeconds 1)."""
     # MemoryPressure stays 30 s after the signal clears (not the default 5 min): long enough
     # for the node status and the controller's taint to show a short episode, short enough
     # for the next test.
-    return settings({"evictionHard": dict(hard), "evictionPressureTransitionPeriod": TRANSITION_PERIOD},
-                    f"evictionHard {dict(hard)}")
+    return settings({"evictionSoft": dict(soft), "evictionSoftGracePeriod": {k: grace for k in soft},
+                     "evictionMaxPodGracePeriod": 1, "evictionPressureTransitionPeriod": TRANSITION_PERIOD},
+                    f"evictionSoft {dict(soft)} grace {grace}")
 
 
 def swap_behavior_unset() -> KubeletChange:

@@ -90,12 +90,12 @@ class Provider(ABC):
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot reconfigure a kubelet for one test"
                                              f" ({change.what})")
 
-    def eviction_thresholds(self, node: SwapNode, hard: Mapping[str, str]) -> AbstractContextManager[None]:
-        """The node's kubelet with these evictionHard thresholds (and a short
-        evictionPressureTransitionPeriod) for the block."""
+    def eviction_thresholds(self, node: SwapNode, soft: Mapping[str, str], grace: str) -> AbstractContextManager[None]:
+        """The node's kubelet with these evictionSoft thresholds, each with grace period `grace`
+        (and a short evictionPressureTransitionPeriod), for the block."""
         from clusters.kubelet_config import eviction_thresholds
 
-        return self.reconfigured_kubelet(node, eviction_thresholds(hard))
+        return self.reconfigured_kubelet(node, eviction_thresholds(soft, grace))
 
     def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
         """Restart the node's kubelet, its swapBehavior switched to `behavior` if given, and

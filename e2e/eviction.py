@@ -161,16 +161,21 @@ class EvictionWatch:
         return problems
 
 
-def account(watch: EvictionWatch, designed: list[str], threshold: int, extra: str = "") -> str:
+def account(watch: EvictionWatch, designed: list[str], threshold: int, grace: int, extra: str = "") -> str:
     """What a reader of a failed eviction test needs: the threshold and the signal, every pod's
     requests, limits, priority, working set and swap when the first eviction came, the oracle's
     order with its inputs, the evictions in order, and the node's condition over time."""
-    lines = [f"evictionHard memory.available: {threshold} ({threshold / Mi:.0f} MiB)"]
+    lines = [f"evictionSoft memory.available: {threshold} ({threshold / Mi:.0f} MiB), grace period {grace}s"]
     moment = watch.before_first_eviction()
     if moment:
         lines.append(f"at t={moment.t:.0f}s (last look before the first eviction): node memory.available"
                      f" {moment.node_available}, node swap usage {moment.node_swap}, MemoryPressure {moment.pressure},"
                      f" taint {moment.taint}")
+        statless = sorted(k for k in moment.pods if k not in moment.working_set)
+        if statless:
+            # A look, not the kubelet's own summary; but a pod without stats there may have had
+            # none when the kubelet ranked: it then ranks it first (exceedMemoryRequests).
+            lines.append(f"no stats in /stats/summary for {statless}: the kubelet ranks a pod without stats first")
         lines.append("pods (key: request / limits / priority / working set / swap):")
         for key, pod in sorted(moment.pods.items()):
             containers = pod["spec"]["containers"]
@@ -256,14 +261,6 @@ def plan_pressure(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], a
 
 def _key(pod: Mapping[str, Any]) -> str:
     return key_of(dict(pod))
-
-
-def room_needed(requested: int, capacity: int, threshold: int, margin: int) -> int:
-    """What a pod without a request must hold (whole MiB) so that `threshold`, taken off the
-    node's allocatable memory, still leaves `margin` beyond the pods' `requested` memory; 0 if it
-    already does. Held memory lowers the signal, so the threshold planned from it, one for one."""
-    short = requested + margin - (capacity - threshold)
-    return 0 if short <= 0 else -(-short // Mi) * Mi
 
 
 def extra_evictions(evictions: Sequence[Eviction], expected: Sequence[str]) -> list[str]:

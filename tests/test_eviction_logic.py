@@ -20,7 +20,6 @@ from e2e.eviction import (
     node_memory_problems,
     parse_root_read,
     plan_pressure,
-    room_needed,
     sample_windows,
 )
 
@@ -120,14 +119,6 @@ def test_a_plan_the_node_does_not_allow_is_a_design_error_with_the_figures() -> 
     tie = DESIGNED + [pod("twin", 160 * Mi)]
     with pytest.raises(DesignError, match="tied"):
         plan_pressure(tie, dict(USAGE, **{"ns/twin": 151 * Mi}), AVAILABLE, "ns/hog")
-
-
-def test_room_makes_the_threshold_leave_the_requests_allocatable() -> None:
-    assert room_needed(requested=600 * Mi, capacity=8 * Gi, threshold=7 * Gi, margin=64 * Mi) == 0
-    need = room_needed(requested=600 * Mi, capacity=8 * Gi, threshold=8 * Gi - 500 * Mi + 3, margin=64 * Mi)
-    assert need == 165 * Mi  # 164 MiB + 3 bytes short, in whole MiB
-    # holding it lowers the signal, so the re-planned threshold, one for one: now it fits
-    assert room_needed(600 * Mi, 8 * Gi, 8 * Gi - 500 * Mi + 3 - need, 64 * Mi) == 0
 
 
 def test_evictions_beyond_the_plan_are_named_with_their_time() -> None:

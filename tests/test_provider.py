@@ -33,7 +33,17 @@ def test_at_least() -> None:
 def test_eviction_thresholds_are_confirmed_live_and_restored() -> None:
     from clusters.kubelet_config import restored as _restored, shows as _shows
 
-    settings = {"evictionHard": {"memory.available": "2147483648"}, "evictionPressureTransitionPeriod": "5s"}
+    from clusters.kubelet_config import eviction_thresholds
+
+    change = eviction_thresholds({"memory.available": "2147483648"}, "60s")
+    assert change.what == "evictionSoft {'memory.available': '2147483648'} grace 60s"
+    config: dict = {"evictionHard": {"memory.available": "100Mi"}}
+    change.apply(config)
+    assert config == {"evictionHard": {"memory.available": "100Mi"},  # the file's hard thresholds stay
+                      "evictionSoft": {"memory.available": "2147483648"},
+                      "evictionSoftGracePeriod": {"memory.available": "60s"}, "evictionMaxPodGracePeriod": 1,
+                      "evictionPressureTransitionPeriod": "30s"}
+    settings = {"evictionSoft": {"memory.available": "2147483648"}, "evictionPressureTransitionPeriod": "5s"}
     defaults = {"evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%"},
                 "evictionPressureTransitionPeriod": "5m0s"}
     assert _shows({**defaults, **settings}, settings) and not _shows(defaults, settings)
@@ -60,8 +70,8 @@ def test_a_provider_without_the_capability_says_so() -> None:
             raise AssertionError
 
     node = SwapNode("LimitedSwap", "bare", "c", "kc", "n", "v1.37.1", "6.12", 1, 1, 1, True)
-    with pytest.raises(NotCoveredError, match=r"the bare provider cannot reconfigure a kubelet for one test \(evictionHard"):
-        with Bare().eviction_thresholds(node, {"memory.available": "1Gi"}):
+    with pytest.raises(NotCoveredError, match=r"the bare provider cannot reconfigure a kubelet for one test \(evictionSoft"):
+        with Bare().eviction_thresholds(node, {"memory.available": "1Gi"}, "60s"):
             pass
     with pytest.raises(NotCoveredError, match="the bare provider cannot restart a kubelet for one test"):
         Bare().restart_kubelet(node, "NoSwap")
