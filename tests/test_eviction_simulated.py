@@ -120,7 +120,8 @@ class World:
             or pod["spec"].get("priority", 0) >= 2_000_000_000
 
     def synchronize(self) -> None:
-        if self.available() >= self.threshold:
+        # never-resolves: a threshold once met stays met (bench mutant 32)
+        if self.available() >= self.threshold and not (self.mutant == "never-resolves" and self.pressure_at):
             if self.mutant == "does-not-stop" and self.pressure_at is not None and not self.stopping_done:
                 self.stopping_done = True  # one eviction more than the pressure needs: the last ranked pod
                 self.evict([k for k in self.rank() if not self.critical(k)][-1])
@@ -356,3 +357,11 @@ def test_without_the_grace_period_a_correct_kubelet_would_fail(monkeypatch: pyte
     assert "eviction order (this test's pods): expected ['low-big', 'low-small', 'above', 'hog', 'within']," \
            " observed ['low-small', 'above', 'low-big', 'hog', 'within']" in str(failure.value), str(failure.value)[:3000]
     assert "no stats in /stats/summary for ['ns/above', 'ns/low-small']" in str(failure.value)
+
+
+def test_the_watch_ends_at_the_first_eviction_the_plan_does_not_have(monkeypatch: pytest.MonkeyPatch) -> None:
+    started = time.monotonic()  # the simulated clock starts here
+    with pytest.raises(AssertionError, match=r"observed \['low-big', 'low-small', 'above', 'hog', 'within', 'guaranteed'\]"):
+        run("LimitedSwap", "vm", "never-resolves", monkeypatch)
+    # settle, threshold, grace, five evictions, the extra one: minutes, not the 15-minute watch
+    assert time.monotonic() - started < test_eviction.WATCH_SECONDS / 2
