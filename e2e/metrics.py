@@ -56,6 +56,19 @@ def summary_pod(summary: dict[str, Any], namespace: str, pod: str) -> dict[str, 
     )
 
 
+def has_swap_stats(swap: dict[str, Any] | None, swap_max: int | None) -> bool:
+    """Does a container's /stats/summary `swap` carry cAdvisor's figures? Until cAdvisor has a
+    sample of a new container, the kubelet fills in zeros stamped with the current time (1.37:
+    pkg/kubelet/stats cri_stats_provider makeContainerStats, where the CRI gives no swap stats;
+    seen on kind: 0 for ~15 s while the container held 38 MiB in swap). A real sample of a
+    container whose memory.swap.max is above 0 has usage + available = that limit, never 0 + 0;
+    without a limit (None: "max") it has no available figure, and a swapping container's usage
+    above 0 is the only sign."""
+    if not swap or swap_max == 0:
+        return False
+    return (swap.get("swapUsageBytes") or 0) + (swap.get("swapAvailableBytes") or 0) > 0
+
+
 # cAdvisor stamps a sample right after reading its cgroup (newContainerStats: Timestamp time.Now(),
 # after GetStats); the read lies within this much before the stamp, even on an emulated node.
 STAMPED_AFTER_READ_MS = 1000

@@ -26,6 +26,7 @@ from e2e.metrics import (
     Reported,
     SwapEvidence,
     find,
+    has_swap_stats,
     parse_prometheus,
     reported_from_prometheus,
     reported_from_summary,
@@ -131,8 +132,31 @@ def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]
     pod = ws.observer.pod(ws.namespace, "swapping")
     container_id = next(s["containerID"] for s in pod["status"]["containerStatuses"] if s["name"] == "stress")
     swapping = SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], ws.node_files())
-    swapping.meminfo = "meminfo" in swapping.read().node_swap_usage()[1]
+    first = swapping.read()
+    swapping.meminfo = "meminfo" in first.node_swap_usage()[1]
+    swap_max = first.value(swapping.container_id, "memory.swap.max")
+    kubelet_has_swap_stats(swapping, int(swap_max) if swap_max.isdigit() else None)
     return swapping
+
+
+def kubelet_has_swap_stats(swapping: SwappingPod, swap_max: int | None) -> None:
+    """Wait (bounded) until the kubelet has cAdvisor's stats of the swapping container: before
+    that it reports zeros stamped "now" (e2e/metrics.has_swap_stats), in /stats/summary and in
+    /metrics/resource alike, which the comparisons would take for a wrong reading. A kubelet
+    that never gets there fails here, with what it reported."""
+    import json
+
+    ws = swapping.ws
+    seen: list[object] = []
+
+    def probe() -> bool | None:
+        summary = json.loads(ws.observer.node_proxy("stats/summary"))
+        swap = (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap")
+        seen.append(swap)
+        return True if has_swap_stats(swap, swap_max) else None
+
+    wait_for("the kubelet's swap stats of the swapping container (not its zeros for a container without stats)",
+             probe, METRIC_SECONDS, lambda: f"memory.swap.max {swap_max}; last swap stats {seen[-3:]}")
 
 
 def proved_by_the_node(what: str, swapping: SwappingPod, scrape: Callable[[], list[Reported]],

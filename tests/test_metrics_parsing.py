@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from e2e.metrics import (
+    has_swap_stats,
     STAMPED_AFTER_READ_MS,
     UNPLACED,
     Reported,
@@ -176,3 +177,17 @@ def test_swap_total_for_kubelets_without_node_info_swap() -> None:
     assert swap_total_from_summary(summary) == 2147479552
     assert swap_total_from_summary({"node": {"swap": {"time": "t", "swapUsageBytes": 0}}}) is None  # no swap limit: none
     assert swap_total_from_summary({"node": {}}) is None
+
+
+def test_the_kubelets_zeros_for_a_container_without_stats_are_not_swap_stats() -> None:
+    # makeContainerStats without CRI swap stats, before cAdvisor has a sample: 0 and 0, stamped now
+    placeholder = {"time": "2026-11-25T21:10:02Z", "swapUsageBytes": 0, "swapAvailableBytes": 0}
+    assert not has_swap_stats(placeholder, 67108864)
+    assert not has_swap_stats(None, 67108864) and not has_swap_stats({}, 67108864)
+    # cAdvisor's: usage + available = memory.swap.max, swapping or not yet
+    assert has_swap_stats({"swapUsageBytes": 39714816, "swapAvailableBytes": 27394048}, 67108864)
+    assert has_swap_stats({"swapUsageBytes": 0, "swapAvailableBytes": 67108864}, 67108864)
+    # no limit ("max"): no available figure; usage is the only sign
+    assert has_swap_stats({"swapUsageBytes": 4096}, None) and not has_swap_stats({"swapUsageBytes": 0}, None)
+    # a container with no swap: nothing tells the kubelet's zeros from its stats
+    assert not has_swap_stats({"swapUsageBytes": 0, "swapAvailableBytes": 0}, 0)
