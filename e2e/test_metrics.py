@@ -202,10 +202,8 @@ def proved_by_the_node(what: str, swapping: SwappingPod, scrape: Callable[[], li
 
 
 # Why alone: the node's figure is its whole cgroup tree's swap (on kind, the node container's),
-# which any other test's memory on the node moves: the comparison needs each figure still while
-# the kubelet reads it. Tests on another kind node go on: their memory is in their own node's
-# cgroup, and only the test that allocates more than the host's RAM (alone on the host) makes
-# the host reclaim, and so swap out, another cgroup's pages.
+# which any other test's memory moves (on kind, anywhere on the shared host, whose reclaim swaps
+# out any cgroup's pages): the comparison needs each figure still while the kubelet reads it.
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.min_kubernetes("1.30")
 @pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")

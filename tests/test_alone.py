@@ -1,5 +1,4 @@
-"""The run's locks: a `runs_alone` test never overlaps another test on its node (with host=True,
-any other test), cannot be starved, and tests on another node go on meanwhile."""
+"""The run's lock: a `runs_alone` test never overlaps another test, and cannot be starved."""
 
 from __future__ import annotations
 
@@ -13,10 +12,9 @@ from e2e import alone
 from e2e.alone import AloneTimeout, turn
 
 
-def _hold(run_dir: str, is_alone: bool, seconds: float, log: str, name: str, start_after: float,
-          node: str | None = None, host: bool = False) -> None:
+def _hold(run_dir: str, is_alone: bool, seconds: float, log: str, name: str, start_after: float) -> None:
     time.sleep(start_after)
-    with turn(Path(run_dir), is_alone, node, host):
+    with turn(Path(run_dir), is_alone):
         with open(log, "a") as f:
             f.write(f"{time.monotonic():.3f} start {name}\n")
         time.sleep(seconds)
@@ -71,48 +69,4 @@ def test_waiting_is_bounded_with_a_message(tmp_path: Path, monkeypatch: pytest.M
         p = ctx.Process(target=try_alone)
         p.start()
         p.join(10)
-        assert queue.get(timeout=5) == "waited 0.3s for the tests running on the host now to finish, to run alone"
-
-
-def _run(tmp_path: Path, jobs: list[tuple]) -> dict[str, tuple[float, float]]:
-    """jobs: (name, alone, seconds, start_after, node, host), each in a process of its own."""
-    log = tmp_path / "log"
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_hold, args=(str(tmp_path), a, s, str(log), n, d, node, host))
-             for n, a, s, d, node, host in jobs]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
-    return _intervals(log)
-
-
-def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    return a[0] < b[1] and b[0] < a[1]
-
-
-def test_a_test_alone_on_its_node_lets_tests_on_another_node_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(alone, "POLL_SECONDS", 0.02)
-    spans = _run(tmp_path, [("evict-L", True, 0.8, 0.0, "LimitedSwap", False),
-                            ("shape-L", False, 0.3, 0.2, "LimitedSwap", False),
-                            ("shape-N", False, 0.3, 0.2, "NoSwap", False),
-                            ("restart-N", True, 0.3, 0.3, "NoSwap", False)])
-    # the same node waits, another node does not, even for its own test that runs alone
-    assert not _overlap(spans["evict-L"], spans["shape-L"]), spans
-    assert _overlap(spans["evict-L"], spans["shape-N"]), spans
-    assert _overlap(spans["evict-L"], spans["restart-N"]), spans
-    assert not _overlap(spans["shape-N"], spans["restart-N"]), spans
-
-
-def test_a_test_alone_on_the_host_overlaps_no_test_on_any_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(alone, "POLL_SECONDS", 0.02)
-    spans = _run(tmp_path, [("n1", False, 0.4, 0.0, "NoSwap", False),
-                            ("overcommit", True, 0.5, 0.1, "LimitedSwap", True),
-                            ("l1", False, 0.3, 0.2, "LimitedSwap", False),
-                            ("n2", False, 0.3, 0.25, "NoSwap", False),
-                            ("nodeless", False, 0.3, 0.3, None, False)])
-    for name in ("n1", "l1", "n2", "nodeless"):
-        assert not _overlap(spans["overcommit"], spans[name]), (name, spans)
-    # asked for after the host test began waiting: behind it, not starving it
-    assert spans["l1"][0] >= spans["overcommit"][1] and spans["n2"][0] >= spans["overcommit"][1], spans
+        assert queue.get(timeout=5) == "waited 0.3s for the tests running now to finish, to run alone"

@@ -8,7 +8,6 @@ run selects), for a named node (`limited_swap_node`, `no_swap_node`,
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -57,51 +56,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=_behavior_index)
 
 
-def behavior_in_nodeid(nodeid: str) -> str | None:
-    """The behavior a test id names among its parameters (`...::test_x[NoSwap-best-effort]`)."""
-    params = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
-    return next((b for b in params.split("-") if b in swap_behaviors.ALL_BEHAVIORS), None)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under -n, where each behavior has a node of its own (kind, existing), a worker takes all
-    the tests of one behavior: its node's `runs_alone` tests then wait only for that worker,
-    while the other worker goes on on its own node (e2e/alone.py). Scheduled test by test
-    (xdist's default), the two workers were mostly on the same node and a test that runs alone
-    stopped both. The vm provider (one node, run without -n) and an explicit --dist keep
-    xdist's own scheduling."""
-    if config.getoption("dist", "load") != "load" or settings(config).provider == "vm":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByBehavior(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return behavior_in_nodeid(nodeid) or super()._split_scope(nodeid)
-
-    return ByBehavior(config, log)
-
-
-def lock_key(config: pytest.Config, item: pytest.Item) -> str | None:
-    """The node a test's lock is named after: its behavior's where each behavior has a node of
-    its own (kind, existing); the vm provider has one node for every behavior (and runs
-    without -n); None for a test that asks for no node."""
-    behavior = behavior_of(item)
-    if behavior is None:
-        return None
-    return "the-vm-node" if settings(config).provider == "vm" else behavior
-
-
 @pytest.fixture(autouse=True)
 def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Under -n, a `runs_alone` test runs while no other test on its node runs, or with
-    `host=True` while no other test of the run does (e2e/alone.py)."""
+    """Under -n, a `runs_alone` test runs while no other test of the run does (e2e/alone.py)."""
     from e2e.alone import AloneTimeout, turn
 
-    marker = request.node.get_closest_marker("runs_alone")
     try:
-        with turn(the_run(request.config).directory, marker is not None, lock_key(request.config, request.node),
-                  host=bool(marker and marker.kwargs.get("host"))):
+        with turn(the_run(request.config).directory, request.node.get_closest_marker("runs_alone") is not None):
             yield
     except AloneTimeout as error:
         pytest.fail(str(error), pytrace=False)
