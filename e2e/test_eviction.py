@@ -34,6 +34,7 @@ from e2e.eviction import (
     account,
     check_node_memory_signal,
     extra_evictions,
+    key_of,
     plan_pressure,
 )
 from e2e.gate import could_not_test
@@ -167,8 +168,8 @@ def settled_moment(watch: EvictionWatch, needs: dict[str, int]) -> Moment:
 def wait_for_other_tests_pods_to_go(ws: Workspace) -> list[str]:
     """Wait (bounded) until no pod of another of the suite's tests is on the node; returns the
     ones that were there at first."""
-    def others() -> list[str]:
-        return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in ws.observer.pods_on_node()
+    def others() -> list[dict]:
+        return [p for p in ws.observer.pods_on_node()
                 if of_the_suite(p) and not is_agent(p) and p["metadata"]["namespace"] != ws.namespace]
 
     first = others()
@@ -179,8 +180,17 @@ def wait_for_other_tests_pods_to_go(ws: Workspace) -> list[str]:
         return True if not seen else None
 
     if first:
-        wait_for(f"other tests' pods to leave {ws.node.name}", gone, LEFTOVER_SECONDS, lambda: f"still there: {seen}")
-    return first
+        # Which side is slow, when they stay: a pod not yet marked for deletion waits for the
+        # namespace controller, a terminating one for the kubelet.
+        wait_for(f"other tests' pods to leave {ws.node.name}", gone, LEFTOVER_SECONDS,
+                 lambda: f"still there: {[leftover(p) for p in seen]}")
+    return [key_of(p) for p in first]
+
+
+def leftover(pod: dict) -> str:
+    deleted = pod["metadata"].get("deletionTimestamp")
+    phase = (pod.get("status") or {}).get("phase")
+    return f"{key_of(pod)} ({f'terminating since {deleted}' if deleted else 'not marked for deletion'}, {phase})"
 
 
 def hugepages_taken_off(ws: Workspace, config: dict) -> int:

@@ -212,3 +212,31 @@ def test_no_window_or_missing_figures_are_problems() -> None:
     bare = SampleWindow({"time": "t", "workingSetBytes": 1}, (read(1000),) * 3)
     assert node_memory_problems([bare], CAPACITY, 0)[0].startswith("sample at t: node memory without ['usageBytes',"
                                                                      " 'availableBytes']")
+
+
+def test_leftovers_that_stay_are_named_with_the_side_that_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other tests' pods that do not leave the node before the eviction test: the failure says,
+    for each, whether it waits for the namespace controller (not marked for deletion) or for
+    the kubelet (terminating since when)."""
+    from types import SimpleNamespace
+
+    from e2e import test_eviction
+    from e2e.observe import WaitTimeout
+    from workloads.pods import labels
+
+    def pod(namespace: str, name: str, deleted: str | None) -> dict:
+        meta = {"namespace": namespace, "name": name, "labels": labels("t")}
+        if deleted:
+            meta["deletionTimestamp"] = deleted
+        return {"metadata": meta, "status": {"phase": "Running"}}
+
+    stay = [pod("shapes", "guaranteed", "2026-11-26T01:00:00Z"), pod("shapes", "best-effort", None),
+            pod("mine", "hog", None)]
+    ws = SimpleNamespace(namespace="mine", node=SimpleNamespace(name="node-1"),
+                         observer=SimpleNamespace(pods_on_node=lambda: stay))
+    monkeypatch.setattr(test_eviction, "LEFTOVER_SECONDS", 0.3)
+    with pytest.raises(WaitTimeout) as raised:
+        test_eviction.wait_for_other_tests_pods_to_go(ws)
+    assert str(raised.value).endswith(
+        "still there: ['shapes/guaranteed (terminating since 2026-11-26T01:00:00Z, Running)',"
+        " 'shapes/best-effort (not marked for deletion, Running)']"), str(raised.value)
