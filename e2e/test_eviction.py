@@ -209,8 +209,12 @@ def plan_at(settled: Moment, hog: str) -> PressurePlan:
                     f" {settled.working_set}, node available {settled.node_available}", pytrace=False)
 
 
+# First among its behavior's tests, so that no other test's pods are still leaving the node:
+# right after the pod shapes (16 pods deleted together) a kind run waited over 300 s for them
+# and the test gave up.
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 @pytest.mark.runs_alone("drives the node into memory pressure and restarts its kubelet")
+@pytest.mark.runs_first("waits until no other test's pods are on the node")
 def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_provider: Provider,
                                                        workspace: Callable[[SwapNode], Workspace],
                                                        priority_classes: dict[str, str],

@@ -85,3 +85,29 @@ def test_unreachable_cluster_is_one_message(suite: pytest.Pytester) -> None:
     assert result.ret == 3
     output = result.stdout.str() + result.stderr.str()
     assert "[FAIL] cluster:" in output and "Connection refused" in output and "kubectl --kubeconfig" in output
+
+
+ORDERED = """
+import pytest
+
+def test_a(swap_node):
+    pass
+
+@pytest.mark.runs_first("needs the node without other tests' pods")
+def test_b(swap_node):
+    pass
+
+def test_c(swap_node):
+    pass
+"""
+
+
+def test_runs_first_tests_lead_their_behaviors_block(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(test_order=ORDERED)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "--behaviors", "NoSwap,LimitedSwap")
+    assert result.ret == 0, result.stdout.str()
+    ids = [line for line in result.stdout.lines if line.startswith("test_order.py::")]
+    assert ids == [f"test_order.py::test_{t}[{b}]" for b in ("NoSwap", "LimitedSwap") for t in "bac"], ids

@@ -48,12 +48,17 @@ def _behavior_index(item: pytest.Item) -> int:
     return swap_behaviors.ALL_BEHAVIORS.index(behavior) if behavior else -1
 
 
+def _order(item: pytest.Item) -> tuple[int, bool]:
+    return _behavior_index(item), item.get_closest_marker("runs_first") is None
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     # One behavior after another: a node that switches behavior in place (vm) switches once
     # per behavior, and a failure report reads by behavior. The sort is stable within one.
     # (A deployment several tests share is made once per run, in whichever xdist worker needs
-    # it first, through the run's directory: e2e/test_cgroup_limits.py shape_pods.)
-    items.sort(key=_behavior_index)
+    # it first, through the run's directory: e2e/test_cgroup_limits.py shape_pods.) Within a
+    # behavior, `runs_first` tests come first, while the node holds no other test's pods.
+    items.sort(key=_order)
 
 
 @pytest.fixture(autouse=True)
