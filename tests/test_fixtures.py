@@ -102,12 +102,9 @@ def test_c(swap_node):
 """
 
 
-def test_runs_first_tests_lead_their_behaviors_block(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_order=ORDERED)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    result = pytester.runpytest_subprocess("--collect-only", "-q", "--behaviors", "NoSwap,LimitedSwap")
+def test_runs_first_tests_lead_their_behaviors_block(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_order=ORDERED)
+    result = suite.runpytest_subprocess("--collect-only", "-q", "--behaviors", "NoSwap,LimitedSwap")
     assert result.ret == 0, result.stdout.str()
     ids = [line for line in result.stdout.lines if line.startswith("test_order.py::")]
     assert ids == [f"test_order.py::test_{t}[{b}]" for b in ("NoSwap", "LimitedSwap") for t in "bac"], ids
