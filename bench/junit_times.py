@@ -4,7 +4,9 @@
 
 Prints the time per module (summed over tests, so with -n N it exceeds the wall time), the
 slowest tests, and for each of those the phases it recorded (e2e/record.py Recorder.phase:
-"<pod> running", the eviction test's steps), so a slow test says where its time went."""
+"<pod> running", the eviction test's steps), so a slow test says where its time went; then the
+run's turns (e2e/alone.py, recorded as TURN_PROPERTY): how long the tests that run alone held the
+whole run, and how long each worker waited for a turn."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from e2e.record import PHASE_PROPERTY
+from e2e.record import PHASE_PROPERTY, TURN_PROPERTY
 
 
 def cases(junit: Path) -> list[tuple[float, str, str, list[dict]]]:
@@ -25,6 +27,31 @@ def cases(junit: Path) -> list[tuple[float, str, str, list[dict]]]:
         found.append((float(case.get("time") or 0), (case.get("classname") or "").rsplit(".", 1)[-1],
                       case.get("name") or "", phases))
     return found
+
+
+def turns(junit: Path) -> list[dict]:
+    """Each test's turn: {"worker", "alone", "start", "waited", "end"} (tests that got one)."""
+    return [json.loads(p.get("value", "{}")) for case in ET.parse(junit).iter("testcase")
+            for p in case.iter("property") if p.get("name") == TURN_PROPERTY]
+
+
+def turn_summary(found: list[dict]) -> list[str]:
+    """Lines that say how the run's time was shared: the span from the first test asking for its
+    turn to the last giving it back, the part the tests that run alone held (nothing else ran),
+    and per worker the time it ran tests and the time it waited for a turn."""
+    if not found:
+        return ["no turns recorded (a run before the suite recorded them)"]
+    span = max(t["end"] for t in found) - min(t["start"] for t in found)
+    alone = [t for t in found if t["alone"]]
+    held_alone = sum(t["end"] - t["start"] - t["waited"] for t in alone)
+    lines = [f"{span:.0f} s from the first test's turn to the last; {len(alone)} tests ran alone for "
+             f"{held_alone:.0f} s ({100 * held_alone / span:.0f} %) of it" if span else "no time between turns"]
+    for worker in sorted({t["worker"] for t in found}):
+        mine = [t for t in found if t["worker"] == worker]
+        waited = sum(t["waited"] for t in mine)
+        ran = sum(t["end"] - t["start"] - t["waited"] for t in mine)
+        lines.append(f"  {worker}: {len(mine)} tests, ran {ran:.0f} s, waited {waited:.0f} s for a turn")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{seconds:8.0f} s  {module}::{name}")
         if phases:
             print("            " + ", ".join(f"{p['phase']} +{p['t']:.0f}s" for p in phases))
+    print("\nturns:")
+    print("\n".join(turn_summary(turns(a.junit))))
     return 0
 
 

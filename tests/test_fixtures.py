@@ -108,3 +108,26 @@ def test_runs_first_tests_lead_their_behaviors_block(suite: pytest.Pytester) -> 
     assert result.ret == 0, result.stdout.str()
     ids = [line for line in result.stdout.lines if line.startswith("test_order.py::")]
     assert ids == [f"test_order.py::test_{t}[{b}]" for b in ("NoSwap", "LimitedSwap") for t in "bac"], ids
+
+
+ALONE_AND_TOGETHER = """
+import pytest
+
+@pytest.mark.runs_alone("loads the node")
+def test_alone():
+    pass
+
+def test_together():
+    pass
+"""
+
+
+def test_every_test_records_its_turn_for_the_timeline(suite: pytest.Pytester) -> None:
+    from bench import junit_times
+
+    suite.makepyfile(test_turns=ALONE_AND_TOGETHER)
+    result = suite.runpytest_subprocess("test_turns.py", "--junitxml", "junit.xml", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()
+    turns = junit_times.turns(suite.path / "junit.xml")
+    assert [(t["worker"], t["alone"]) for t in turns] == [("main", True), ("main", False)]
+    assert all(t["start"] <= t["start"] + t["waited"] <= t["end"] for t in turns), turns

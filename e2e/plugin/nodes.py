@@ -7,6 +7,9 @@ run selects), for a named node (`limited_swap_node`, `no_swap_node`,
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +18,7 @@ from clusters import behaviors as swap_behaviors
 from clusters import shared
 from clusters.preflight import PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
-from e2e import verdict
+from e2e import record, verdict
 from e2e.gate import could_not_test
 from e2e.plugin.options import settings
 from e2e.plugin.run import the_run
@@ -66,9 +69,17 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     """Under -n, a `runs_alone` test runs while no other test of the run does (e2e/alone.py)."""
     from e2e.alone import AloneTimeout, turn
 
+    alone = request.node.get_closest_marker("runs_alone") is not None
+    asked = time.time()
     try:
-        with turn(the_run(request.config).directory, request.node.get_closest_marker("runs_alone") is not None):
-            yield
+        with turn(the_run(request.config).directory, alone):
+            given = time.time()
+            try:
+                yield
+            finally:
+                request.node.user_properties.append((record.TURN_PROPERTY, json.dumps({
+                    "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "alone": alone,
+                    "start": round(asked, 1), "waited": round(given - asked, 1), "end": round(time.time(), 1)})))
     except AloneTimeout as error:
         pytest.fail(str(error), pytrace=False)
 
