@@ -8,6 +8,7 @@ a test waiting to run alone first closes a gate that every test passes on its wa
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -48,3 +49,25 @@ def turn(run_dir: Path, alone: bool, seconds: float = WAIT_SECONDS) -> Iterator[
             fcntl.flock(gate, fcntl.LOCK_UN)
             _flock(lock, fcntl.LOCK_SH, "a test that runs alone to finish", deadline, seconds)
         yield  # closing the files releases both locks
+
+
+def _ended_file(run_dir: Path, nodeid: str) -> Path:
+    return run_dir / "ended" / hashlib.sha256(nodeid.encode()).hexdigest()[:32]
+
+
+def mark_ended(run_dir: Path, nodeid: str) -> None:
+    """`nodeid` has ended (whatever its outcome): the tests held back for it may go."""
+    path = _ended_file(run_dir, nodeid)
+    path.parent.mkdir(exist_ok=True)
+    path.touch()
+
+
+def wait_until_ended(run_dir: Path, nodeids: list[str], seconds: float = WAIT_SECONDS) -> list[str]:
+    """Wait until every test of `nodeids` has ended; those that had not after `seconds` (a
+    worker that died with one) are returned, and the caller goes on without them."""
+    deadline = time.monotonic() + seconds
+    while True:
+        pending = [n for n in nodeids if not _ended_file(run_dir, n).exists()]
+        if not pending or time.monotonic() > deadline:
+            return pending
+        time.sleep(POLL_SECONDS)

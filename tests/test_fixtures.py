@@ -131,3 +131,46 @@ def test_every_test_records_its_turn_for_the_timeline(suite: pytest.Pytester) ->
     turns = junit_times.turns(suite.path / "junit.xml")
     assert [(t["worker"], t["alone"]) for t in turns] == [("main", True), ("main", False)]
     assert all(t["start"] <= t["start"] + t["waited"] <= t["end"] for t in turns), turns
+
+
+FIRST_AND_OTHERS = """
+import time
+from pathlib import Path
+
+import pytest
+
+LOG = Path(__file__).parent / "order.log"
+
+def _log(what):
+    with LOG.open("a") as f:
+        f.write(f"{what} {time.time()}\\n")
+
+@pytest.mark.runs_first("needs the node without other tests' pods")
+def test_first():
+    _log("first-start")
+    time.sleep(4)
+    _log("first-end")
+
+@pytest.mark.parametrize("n", range(4))
+def test_other(n):
+    _log(f"other{n}-start")
+"""
+
+
+def test_under_xdist_a_runs_first_test_ends_before_its_behaviors_other_tests_start(suite: pytest.Pytester) -> None:
+    # With -n 2 the other worker gets test_other[0] at once; it must wait for test_first to end.
+    suite.makepyfile(test_first_and_others=FIRST_AND_OTHERS)
+    result = suite.runpytest_subprocess("test_first_and_others.py", "-n", "2", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()
+    times = dict(line.split() for line in (suite.path / "order.log").read_text().splitlines())
+    first_end = float(times.pop("first-end"))
+    assert float(times.pop("first-start")) < first_end
+    assert len(times) == 4 and all(float(t) >= first_end for t in times.values()), (first_end, times)
+
+
+def test_a_runs_first_test_that_is_deselected_holds_nothing_back(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_first_and_others=FIRST_AND_OTHERS)
+    # Held back for it, the other tests would wait an hour: the subprocess would be killed.
+    result = suite.runpytest_subprocess("test_first_and_others.py", "-n", "2", "-k", "other", "-p", "no:cacheprovider",
+                                        timeout=120)
+    assert result.ret == 0, result.stdout.str()

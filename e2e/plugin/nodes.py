@@ -64,13 +64,38 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=_order)
 
 
+def _firsts_of_its_behavior(item: pytest.Item) -> list[str]:
+    """The `runs_first` tests of the run that `item` must let go first (none if it is one)."""
+    if item.get_closest_marker("runs_first") is not None:
+        return []
+    behavior = behavior_of(item)
+    return [i.nodeid for i in item.session.items
+            if i.get_closest_marker("runs_first") is not None and behavior_of(i) == behavior]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    from e2e.alone import mark_ended
+
+    try:
+        return (yield)
+    finally:  # whatever its outcome, skipped before any fixture included
+        if item.get_closest_marker("runs_first") is not None:
+            mark_ended(the_run(item.config).directory, item.nodeid)
+
+
 @pytest.fixture(autouse=True)
 def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     """Under -n, a `runs_alone` test runs while no other test of the run does (e2e/alone.py)."""
     from e2e.alone import AloneTimeout, turn
 
+    from e2e.alone import wait_until_ended
+
     alone = request.node.get_closest_marker("runs_alone") is not None
     asked = time.time()
+    # Under -n, the sort alone cannot make a runs_first test run first: another worker may start
+    # a later test of its behavior at the same moment (kind run 11: the shapes' deployment).
+    wait_until_ended(the_run(request.config).directory, _firsts_of_its_behavior(request.node))
     try:
         with turn(the_run(request.config).directory, alone):
             given = time.time()
