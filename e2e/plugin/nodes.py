@@ -86,15 +86,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.fixture(autouse=True)
 def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Under -n, a `runs_alone` test runs while no other test of the run does (e2e/alone.py)."""
-    from e2e.alone import AloneTimeout, turn
-
-    from e2e.alone import wait_until_ended
+    """Under -n, a `runs_alone` test runs while no other test of the run does, and a test waits
+    for its behavior's `runs_first` tests to end (e2e/alone.py). Its turn goes into the report
+    (record.TURN_PROPERTY)."""
+    from e2e.alone import AloneTimeout, turn, wait_until_ended
 
     alone = request.node.get_closest_marker("runs_alone") is not None
     asked = time.time()
     # Under -n, the sort alone cannot make a runs_first test run first: another worker may start
-    # a later test of its behavior at the same moment (kind run 11: the shapes' deployment).
+    # a later test of its behavior at the same moment (kind runs 10 and 11: the shapes' deployment).
     wait_until_ended(the_run(request.config).directory, _firsts_of_its_behavior(request.node))
     try:
         with turn(the_run(request.config).directory, alone):
