@@ -42,15 +42,18 @@ def turn_summary(found: list[dict]) -> list[str]:
     if not found:
         return ["no turns recorded (a run before the suite recorded them)"]
     span = max(t["end"] for t in found) - min(t["start"] for t in found)
+    def ran(turn: dict) -> float:
+        return turn["end"] - turn["start"] - turn["waited"]
+
     alone = [t for t in found if t["alone"]]
-    held_alone = sum(t["end"] - t["start"] - t["waited"] for t in alone)
+    held_alone = sum(ran(t) for t in alone)
     lines = [f"{span:.0f} s from the first test's turn to the last; {len(alone)} tests ran alone for "
              f"{held_alone:.0f} s ({100 * held_alone / span:.0f} %) of it" if span else "no time between turns"]
     for worker in sorted({t["worker"] for t in found}):
         mine = [t for t in found if t["worker"] == worker]
         waited = sum(t["waited"] for t in mine)
-        ran = sum(t["end"] - t["start"] - t["waited"] for t in mine)
-        lines.append(f"  {worker}: {len(mine)} tests, ran {ran:.0f} s, waited {waited:.0f} s for a turn")
+        lines.append(f"  {worker}: {len(mine)} tests, ran {sum(ran(t) for t in mine):.0f} s, "
+                     f"waited {waited:.0f} s for a turn")
     return lines
 
 

@@ -70,3 +70,12 @@ def test_waiting_is_bounded_with_a_message(tmp_path: Path, monkeypatch: pytest.M
         p.start()
         p.join(10)
         assert queue.get(timeout=5) == "waited 0.3s for the tests running now to finish, to run alone"
+
+
+def test_the_wait_for_runs_first_tests_is_bounded_and_names_what_did_not_end(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(alone, "POLL_SECONDS", 0.02)
+    alone.mark_ended(tmp_path, "e2e/test_eviction.py::test_x[NoSwap]")
+    assert alone.wait_until_ended(tmp_path, ["e2e/test_eviction.py::test_x[NoSwap]"], seconds=5) == []
+    assert alone.wait_until_ended(tmp_path, ["e2e/test_eviction.py::test_x[NoSwap]", "t::other"],
+                                  seconds=0.1) == ["t::other"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -91,13 +92,17 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     (record.TURN_PROPERTY)."""
     from e2e.alone import AloneTimeout, turn, wait_until_ended
 
+    run_dir = the_run(request.config).directory
     alone = request.node.get_closest_marker("runs_alone") is not None
     asked = time.time()
     # Under -n, the sort alone cannot make a runs_first test run first: another worker may start
     # a later test of its behavior at the same moment (kind runs 10 and 11: the shapes' deployment).
-    wait_until_ended(the_run(request.config).directory, _firsts_of_its_behavior(request.node))
+    not_ended = wait_until_ended(run_dir, _firsts_of_its_behavior(request.node))
+    if not_ended:
+        warnings.warn(f"{request.node.nodeid} went on without waiting longer for {not_ended} to end "
+                      f"({time.time() - asked:.0f}s): the worker running it may have died", stacklevel=1)
     try:
-        with turn(the_run(request.config).directory, alone):
+        with turn(run_dir, alone):
             given = time.time()
             try:
                 yield
