@@ -30,15 +30,17 @@ def cases(junit: Path) -> list[tuple[float, str, str, list[dict]]]:
 
 
 def turns(junit: Path) -> list[dict]:
-    """Each test's turn: {"worker", "alone", "start", "waited", "end"} (tests that got one)."""
+    """Each test's turn: {"worker", "alone", "scope", "start", "waited", "end"} (tests that got
+    one; "scope": what an alone test held, "host" or its node, absent before 2026-11-26)."""
     return [json.loads(p.get("value", "{}")) for case in ET.parse(junit).iter("testcase")
             for p in case.iter("property") if p.get("name") == TURN_PROPERTY]
 
 
 def turn_summary(found: list[dict]) -> list[str]:
     """Lines that say how the run's time was shared: the span from the first test asking for its
-    turn to the last giving it back, the part the tests that run alone held (nothing else ran),
-    and per worker the time it ran tests and the time it waited for a turn."""
+    turn to the last giving it back, the part the tests that run alone held, by what they held
+    (the host: nothing else ran; a node: nothing else on it), and per worker the time it ran
+    tests and the time it waited for a turn."""
     if not found:
         return ["no turns recorded (a run before the suite recorded them)"]
     span = max(t["end"] for t in found) - min(t["start"] for t in found)
@@ -46,9 +48,15 @@ def turn_summary(found: list[dict]) -> list[str]:
         return turn["end"] - turn["start"] - turn["waited"]
 
     alone = [t for t in found if t["alone"]]
-    held_alone = sum(ran(t) for t in alone)
-    lines = [f"{span:.0f} s from the first test's turn to the last; {len(alone)} tests ran alone for "
-             f"{held_alone:.0f} s ({100 * held_alone / span:.0f} %) of it" if span else "no time between turns"]
+    if not span:
+        lines = ["no time between turns"]
+    else:
+        lines = [f"{span:.0f} s from the first test's turn to the last; {len(alone)} tests ran alone"]
+        # Turns recorded before tests could run alone on one node held the whole host.
+        for scope in sorted({t.get("scope") or "host" for t in alone}):
+            held = sum(ran(t) for t in alone if (t.get("scope") or "host") == scope)
+            where = "the host (nothing else ran)" if scope == "host" else f"{scope} (nothing else on that node)"
+            lines.append(f"  on {where}: {held:.0f} s ({100 * held / span:.0f} %)")
     for worker in sorted({t["worker"] for t in found}):
         mine = [t for t in found if t["worker"] == worker]
         waited = sum(t["waited"] for t in mine)

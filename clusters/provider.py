@@ -68,6 +68,9 @@ class Provider(ABC):
     name: str
     reconfigures_kubelets: bool = False  # implements reconfigured_kubelet (and so eviction_thresholds)
     restarts_kubelets: bool = False  # implements restart_kubelet
+    # One node switches from behavior to behavior (vm); otherwise each behavior has a node of
+    # its own, and a test that runs alone on one leaves the others' tests running (e2e/alone.py).
+    one_node_for_every_behavior: bool = False
 
     @abstractmethod
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:

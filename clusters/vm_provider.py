@@ -31,6 +31,7 @@ class VmProvider(Provider):
     name = "vm"
     reconfigures_kubelets = True
     restarts_kubelets = True
+    one_node_for_every_behavior = True
 
     def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
                  reuse: bool, state_dir: Path | None = None, progress: Progress | None = None,

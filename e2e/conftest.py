@@ -10,6 +10,7 @@ import pytest
 from clusters.provider import NotCoveredError, SwapNode
 from e2e.gate import could_not_test
 from e2e.observe import unique_name
+from e2e.plugin.run import the_run
 from e2e.record import Recorder
 from e2e.workspace import Workspace, observer_of
 from workloads.pods import labels
@@ -28,7 +29,8 @@ def workspace(request: pytest.FixtureRequest) -> Iterator[Callable[[SwapNode], W
             could_not_test(request.config, str(error), node.behavior)
         observer = observer_of(node)
         namespace = observer.create_namespace(unique_name("ksc"), labels(request.node.name))
-        made.append(Workspace(node, observer, namespace, image, request.node.name, Recorder(request.node.user_properties)))
+        made.append(Workspace(node, observer, namespace, image, request.node.name, Recorder(request.node.user_properties),
+                              run_dir=the_run(request.config).directory))
         return made[-1]
 
     yield make

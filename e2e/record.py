@@ -15,7 +15,7 @@ from typing import Any
 CHECK_PROPERTY = "ksc_check"
 SERIES_PROPERTY = "ksc_series"
 PHASE_PROPERTY = "ksc_phase"  # {"phase": what was done, "t": seconds since the recorder was made}; for timing runs
-# {"worker", "alone", "start", "waited", "end"}: when a test asked for its turn (e2e/alone.py), how
+# {"worker", "alone", "scope", "start", "waited", "end"}: when a test asked for its turn (e2e/alone.py), how
 # long it waited for it and when it gave it back (epoch seconds), so a run's timeline can be drawn
 TURN_PROPERTY = "ksc_turn"
 

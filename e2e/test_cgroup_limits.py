@@ -19,6 +19,7 @@ import pytest
 from clusters import shared
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
+from e2e.alone import burst
 from e2e.nodefiles import CgroupRead
 from e2e.observe import explanation, unique_name, wait_for
 from e2e.workspace import Workspace, observer_of
@@ -92,8 +93,13 @@ def shape_pods(swap_node: SwapNode, request: pytest.FixtureRequest) -> ShapePods
     from e2e.plugin.run import the_run
 
     image = request.getfixturevalue("swap_provider").stress_image(swap_node)
-    deployed = deployed_once(the_run(request.config).directory, f"{swap_node.cluster}/{swap_node.name}", swap_node.behavior,
-                             lambda: deploy_and_read(swap_node, image).to_json())
+    run_dir = the_run(request.config).directory
+
+    def deploy() -> dict[str, Any]:
+        with burst(run_dir):  # not while another node's shapes start too (kind run 6)
+            return deploy_and_read(swap_node, image).to_json()
+
+    deployed = deployed_once(run_dir, f"{swap_node.cluster}/{swap_node.name}", swap_node.behavior, deploy)
     return ShapePods.from_json(swap_node, deployed)
 
 

@@ -232,7 +232,8 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     leftovers = wait_for_other_tests_pods_to_go(ws)
     ws.record.phase("other tests' pods gone")
     reader = ws.node_files()
-    designed = deploy_designed(ws, priority_classes)
+    with ws.burst():  # not while the other node's pods start too
+        designed = deploy_designed(ws, priority_classes)
     hog = f"{ws.namespace}/hog"
     watch = EvictionWatch(ws.observer)
     needs = holding(ws)

@@ -176,7 +176,7 @@ def host_mem_available(ws: Workspace) -> int:
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
-@pytest.mark.runs_alone("allocates more than the host has available in RAM")
+@pytest.mark.runs_alone("allocates more than the host has available in RAM", host=True)
 def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     """Swap as node overcommit: a Burstable pod with a request and no memory limit allocates
     the host's available memory plus a quarter of its LimitedSwap share. Without swap it could

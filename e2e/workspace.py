@@ -4,10 +4,13 @@ conformance test works in (`workspace(node)`, the fixture in e2e/conftest.py, ma
 from __future__ import annotations
 
 import warnings
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusters.provider import SwapNode
+from e2e.alone import burst
 from e2e.observe import NodeObserver
 from e2e.record import Recorder, Series
 
@@ -41,6 +44,12 @@ class Workspace:
     sampled: list[tuple[str, str]] = field(default_factory=list)  # (pod, container) being sampled
     _sampler: CgroupSampler | None = None
     _container_ids: dict[tuple[str, str], str] = field(default_factory=dict)
+    run_dir: Path | None = None  # the run's directory, whose locks it shares (None: outside a run)
+
+    def burst(self) -> AbstractContextManager[None]:
+        """Held while many pods start: no other deployment of many pods in the run starts
+        meanwhile (e2e/alone.py)."""
+        return burst(self.run_dir) if self.run_dir is not None else nullcontext()
 
     def deploy(self, manifest: dict[str, Any]) -> dict[str, Any]:
         self.observer.create(manifest)

@@ -122,9 +122,10 @@ def test_together():
 """
 
 
-def test_every_test_records_its_turn_for_the_timeline(suite: pytest.Pytester) -> None:
+def test_every_test_records_its_turn_for_the_timeline(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     from bench import junit_times
 
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # when the self-tests run under -n
     suite.makepyfile(test_turns=ALONE_AND_TOGETHER)
     result = suite.runpytest_subprocess("test_turns.py", "--junitxml", "junit.xml", "-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()

@@ -29,9 +29,24 @@ def test_the_time_alone_and_the_waits_come_from_the_turns(tmp_path: Path) -> Non
         {"worker": "gw0", "alone": False, "start": 1100.0, "waited": 200.0, "end": 1400.0},
     ])
     assert junit_times.turn_summary(junit_times.turns(path)) == [
-        "400 s from the first test's turn to the last; 1 tests ran alone for 200 s (50 %) of it",
+        "400 s from the first test's turn to the last; 1 tests ran alone",
+        "  on the host (nothing else ran): 200 s (50 %)",
         "  gw0: 2 tests, ran 200 s, waited 200 s for a turn",
         "  gw1: 1 tests, ran 200 s, waited 100 s for a turn",
+    ]
+
+
+def test_alone_on_a_node_and_on_the_host_are_told_apart(tmp_path: Path) -> None:
+    path = _junit(tmp_path, [
+        {"worker": "gw0", "alone": True, "scope": "NoSwap", "start": 0.0, "waited": 0.0, "end": 300.0},
+        {"worker": "gw1", "alone": True, "scope": "LimitedSwap", "start": 0.0, "waited": 0.0, "end": 200.0},
+        {"worker": "gw1", "alone": True, "scope": "host", "start": 200.0, "waited": 100.0, "end": 400.0},
+    ])
+    assert junit_times.turn_summary(junit_times.turns(path))[:4] == [
+        "400 s from the first test's turn to the last; 3 tests ran alone",
+        "  on LimitedSwap (nothing else on that node): 200 s (50 %)",
+        "  on NoSwap (nothing else on that node): 300 s (75 %)",
+        "  on the host (nothing else ran): 100 s (25 %)",
     ]
 
 

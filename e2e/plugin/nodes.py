@@ -12,6 +12,7 @@ import os
 import time
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -85,15 +86,54 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             mark_ended(the_run(item.config).directory, item.nodeid)
 
 
+def behavior_in_nodeid(nodeid: str) -> str | None:
+    """The behavior a test id names among its parameters (`...::test_x[NoSwap-best-effort]`)."""
+    params = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
+    return next((b for b in params.split("-") if b in swap_behaviors.ALL_BEHAVIORS), None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under -n, where each behavior has a node of its own (kind, existing), a worker takes all
+    the tests of one behavior: a test that runs alone on its node then holds back only its own
+    worker, and the other goes on on its node (e2e/alone.py). Test by test (xdist's default),
+    both workers were mostly on the same node, and a test that ran alone stopped both: kind run
+    11 spent over 50 of its 65 minutes so. The vm provider (one node for every behavior) and an
+    explicit --dist keep xdist's own scheduling."""
+    if config.getoption("dist", "load") != "load" or the_run(config).provider.one_node_for_every_behavior:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByBehavior(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return behavior_in_nodeid(nodeid) or super()._split_scope(nodeid)
+
+    return ByBehavior(config, log)
+
+
+def node_lock(config: pytest.Config, item: pytest.Item) -> str | None:
+    """The node whose lock a test takes (e2e/alone.py): its behavior's, where each behavior has a
+    node of its own; the one node's where one node runs every behavior; None for a test that
+    asks for no node."""
+    behavior = behavior_of(item)
+    if behavior is None:
+        return None
+    return "the-node" if the_run(config).provider.one_node_for_every_behavior else behavior
+
+
 @pytest.fixture(autouse=True)
 def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Under -n, a `runs_alone` test runs while no other test of the run does, and a test waits
-    for its behavior's `runs_first` tests to end (e2e/alone.py). Its turn goes into the report
+    """Under -n, a `runs_alone` test runs while no other test on its node runs (with
+    `host=True`, while no other test of the run does), and a test waits for its behavior's
+    `runs_first` tests to end (e2e/alone.py). Its turn goes into the report
     (record.TURN_PROPERTY)."""
     from e2e.alone import AloneTimeout, turn, wait_until_ended
 
     run_dir = the_run(request.config).directory
-    alone = request.node.get_closest_marker("runs_alone") is not None
+    marker = request.node.get_closest_marker("runs_alone")
+    alone = marker is not None
+    host = alone and bool(marker.kwargs.get("host"))
+    node = node_lock(request.config, request.node)
     asked = time.time()
     # Under -n, the sort alone cannot make a runs_first test run first: another worker may start
     # a later test of its behavior at the same moment (kind runs 10 and 11: the shapes' deployment).
@@ -102,13 +142,14 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
         warnings.warn(f"{request.node.nodeid} went on without waiting longer for {not_ended} to end "
                       f"({time.time() - asked:.0f}s): the worker running it may have died", stacklevel=1)
     try:
-        with turn(run_dir, alone):
+        with turn(run_dir, alone, node, host=host):
             given = time.time()
             try:
                 yield
             finally:
                 request.node.user_properties.append((record.TURN_PROPERTY, json.dumps({
                     "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "alone": alone,
+                    "scope": ("host" if host or node is None else node) if alone else None,
                     "start": round(asked, 1), "waited": round(given - asked, 1), "end": round(time.time(), 1)})))
     except AloneTimeout as error:
         pytest.fail(str(error), pytrace=False)
