@@ -1,4 +1,5 @@
-"""Under -n, each worker takes one behavior's tests where each behavior has a node of its own."""
+"""Under -n, each worker takes one behavior's tests where each behavior has a node of its own, and
+takes another's from the back once its own are handed out."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.plugin.nodes import behavior_in_nodeid, pytest_xdist_make_scheduler
+from e2e.plugin.workers import behavior_in_nodeid, pick, pytest_xdist_make_scheduler
 
 pytest_plugins = ["pytester"]
 
@@ -30,13 +31,20 @@ def _config(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: s
     return pytester.parseconfigure(*args)
 
 
-def test_a_worker_takes_one_behaviors_tests(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = _config(pytester, monkeypatch, "--provider", "kind", "-p", "xdist", "--tx", "2*popen", "--dist", "load")
-    scheduler = pytest_xdist_make_scheduler(config, None)
-    assert scheduler is not None
-    ids = ["e2e/a.py::t[NoSwap]", "e2e/a.py::t[LimitedSwap]", "e2e/b.py::u[NoSwap-x]", "e2e/b.py::u[LimitedSwap-x]",
-           "e2e/b.py::v"]
-    assert [scheduler._split_scope(i) for i in ids] == ["NoSwap", "LimitedSwap", "NoSwap", "LimitedSwap", "e2e/b.py"]
+PENDING = ["e2e/a.py::t[NoSwap]", "e2e/a.py::t[LimitedSwap]", "e2e/b.py::u[NoSwap-x]", "e2e/b.py::v",
+           "e2e/b.py::u[LimitedSwap-x]", "e2e/c.py::w[LimitedSwap]"]
+
+
+def test_a_worker_takes_its_behaviors_tests_and_those_of_none_from_the_front() -> None:
+    assert pick(PENDING, {"NoSwap"}, 2) == [0, 2]
+    assert pick(PENDING, {"NoSwap"}, 5) == [0, 2, 3]
+    assert pick(PENDING, {"LimitedSwap"}, 1) == [1]
+
+
+def test_once_its_own_are_handed_out_a_worker_takes_anothers_from_the_back() -> None:
+    rest = ["e2e/a.py::t[LimitedSwap]", "e2e/b.py::u[LimitedSwap-x]", "e2e/c.py::w[LimitedSwap]"]
+    assert pick(rest, {"NoSwap"}, 2) == [2, 1]
+    assert pick([], {"NoSwap"}, 2) == []
 
 
 @pytest.mark.parametrize("args", [("--provider", "vm", "--dist", "load"), ("--provider", "kind", "--dist", "loadfile")])
@@ -49,28 +57,33 @@ def test_the_vm_provider_and_an_explicit_dist_keep_xdists_scheduling(pytester: p
 
 WORKERS = """
 import os
+import time
 import pytest
 
-@pytest.mark.parametrize("behavior", ["NoSwap", "LimitedSwap"])
-@pytest.mark.parametrize("n", range(6))
-def test_one(n, behavior, tmp_path_factory):
+# NoSwap: 3 quick tests; LimitedSwap: 6 slow ones (collected in this order: the sort is by behavior)
+@pytest.mark.parametrize("behavior, n", [("NoSwap", n) for n in range(3)] + [("LimitedSwap", n) for n in range(6)])
+def test_one(behavior, n):
     with open(os.environ["KSC_TEST_LOG"], "a") as f:
-        f.write(f"{behavior} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+        f.write(f"{behavior} {n} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+    time.sleep(0.8 if behavior == "LimitedSwap" else 0)
 """
 
 
-def test_under_xdist_each_behavior_runs_on_one_worker_and_the_two_on_two(pytester: pytest.Pytester,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_under_xdist_each_behavior_starts_on_a_worker_of_its_own_and_the_idle_one_takes_the_last(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeconftest((REPO / "conftest.py").read_text())
     pytester.makepyfile(test_workers=WORKERS)
     log = pytester.path / "workers.log"
     monkeypatch.setenv("KSC_TEST_LOG", str(log))
     monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--provider", "kind")
     assert result.ret == 0, result.stdout.str()
-    seen: dict[str, set[str]] = {}
-    for line in log.read_text().splitlines():
-        behavior, worker = line.split()
-        seen.setdefault(behavior, set()).add(worker)
-    assert all(len(workers) == 1 for workers in seen.values()), seen
-    assert seen["NoSwap"] != seen["LimitedSwap"], seen
+    ran = [line.split() for line in log.read_text().splitlines()]
+    worker = {(b, int(n)): w for b, n, w in ran}
+    no_swap = {w for (b, _), w in worker.items() if b == "NoSwap"}
+    assert len(no_swap) == 1, ran
+    assert worker[("LimitedSwap", 0)] not in no_swap, f"the LimitedSwap worker starts with its first test: {ran}"
+    taken = sorted(n for (b, n), w in worker.items() if b == "LimitedSwap" and w in no_swap)
+    assert taken and taken == list(range(6 - len(taken), 6)), \
+        f"the NoSwap worker, once done, takes LimitedSwap tests from the back: {ran}"

@@ -6,6 +6,7 @@ lay out theirs):
                in the process that owns the run, signals, and the one way it ends: teardown of what
                it created, whatever raised before
 * ``nodes``    what tests ask for: ``swap_node`` and the named nodes, their order, ``runs_alone``
+* ``workers``  under xdist, which worker runs which test (one behavior's node each)
 * ``summary``  what the run proved: results, the gate's verdict, the results directory, the
                terminal sections
 * ``hooks``    the plugin's own hook, ``pytest_ksc_make_provider`` (a plugin may offer the provider)
@@ -13,4 +14,5 @@ lay out theirs):
 The repository's ``conftest.py`` registers it.
 """
 
-pytest_plugins = ["e2e.plugin.options", "e2e.plugin.run", "e2e.plugin.nodes", "e2e.plugin.summary"]
+pytest_plugins = ["e2e.plugin.options", "e2e.plugin.run", "e2e.plugin.nodes", "e2e.plugin.workers",
+                  "e2e.plugin.summary"]

@@ -12,7 +12,6 @@ import os
 import time
 import warnings
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -84,31 +83,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:  # whatever its outcome, skipped before any fixture included
         if item.get_closest_marker("runs_first") is not None:
             mark_ended(the_run(item.config).directory, item.nodeid)
-
-
-def behavior_in_nodeid(nodeid: str) -> str | None:
-    """The behavior a test id names among its parameters (`...::test_x[NoSwap-best-effort]`)."""
-    params = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
-    return next((b for b in params.split("-") if b in swap_behaviors.ALL_BEHAVIORS), None)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under -n, where each behavior has a node of its own (kind, existing), a worker takes all
-    the tests of one behavior: a test that runs alone on its node then holds back only its own
-    worker, and the other goes on on its node (e2e/alone.py). Test by test (xdist's default),
-    both workers were mostly on the same node, and a test that ran alone stopped both: kind run
-    11 spent over 50 of its 65 minutes so. The vm provider (one node for every behavior) and an
-    explicit --dist keep xdist's own scheduling."""
-    if config.getoption("dist", "load") != "load" or the_run(config).provider.one_node_for_every_behavior:
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByBehavior(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return behavior_in_nodeid(nodeid) or super()._split_scope(nodeid)
-
-    return ByBehavior(config, log)
 
 
 def node_lock(config: pytest.Config, item: pytest.Item) -> str | None:
