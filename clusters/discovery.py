@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +269,39 @@ def discover(
                 kubelet_config=config,
             )
         )
+    return found
+
+
+AFTER_RESTART_SECONDS = 120.0
+AFTER_RESTART_POLL = 3.0
+
+
+class NotReadyAfterRestart(RuntimeError):
+    pass
+
+
+def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Callable[[SwapNode], bool], what: str,
+                        seconds: float = AFTER_RESTART_SECONDS) -> SwapNode:
+    """The node `wanted` picks, once it is Ready and schedulable after its kubelet restarted.
+
+    A restarted kubelet's first node status can say NotReady (its runtime and network checks
+    not passed yet) after the old kubelet's Ready was seen: kind run 16 found the node NotReady
+    right after /configz showed the new config and Ready had been seen, and failed a correct
+    kubelet. So the node is looked for until it is there, within `seconds`; one that never comes
+    back Ready still fails, naming what was found."""
+    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+    seen: list[SwapNode] = []
+
+    def look() -> SwapNode | None:
+        seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True)
+        return next((n for n in seen if wanted(n)), None)
+
+    found = Retrying(stop=stop_after_delay(seconds), wait=wait_fixed(AFTER_RESTART_POLL),
+                     retry=retry_if_result(lambda n: n is None), retry_error_callback=lambda state: None)(look)
+    if found is None:
+        raise NotReadyAfterRestart(f"{what}: not Ready and schedulable {seconds:.0f}s after its kubelet restarted"
+                                   f" (found: {summary(seen)})")
     return found
 
 

@@ -20,7 +20,7 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from clusters import commands, kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
-from clusters.discovery import api_client, discover, kubelet_config, summary
+from clusters.discovery import NotReadyAfterRestart, api_client, discover, kubelet_config, ready_after_restart, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -306,10 +306,11 @@ class KindProvider(Provider):
 
     def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
         KindNodeKubelet(node, self.progress).restart_as(behavior)
-        found = [n for n in discover(node.kubeconfig, self.name, node.cluster, cgroup_v2=True) if n.name == node.name]
-        if not found:
-            raise KindError(f"node {node.name} of {node.cluster} is not Ready and schedulable after its kubelet restart")
-        return found[0]
+        try:
+            return ready_after_restart(node.kubeconfig, self.name, node.cluster, lambda n: n.name == node.name,
+                                       f"node {node.name} of {node.cluster}")
+        except NotReadyAfterRestart as error:
+            raise KindError(str(error)) from None
 
     def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
         return KindNodeKubelet(node, self.progress).reconfigured(change)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
-from clusters.discovery import discover, summary
+from clusters.discovery import NotReadyAfterRestart, ready_after_restart
 from clusters.kubelet_config import KubeletChange
 from clusters.preflight import Check, PreflightError
 from clusters.progress import Progress
@@ -125,10 +125,11 @@ class VmProvider(Provider):
 
     def _node_running(self, behavior: str) -> SwapNode:
         vm = self.vm()
-        nodes = discover(str(vm.kubeconfig), self.name, CLUSTER, cgroup_v2=True)
-        node = next((n for n in nodes if n.behavior == behavior), None)
-        if node is None:
-            raise RuntimeError(f"the vm node does not run {behavior} after switching (found: {summary(nodes)})")
+        try:
+            node = ready_after_restart(str(vm.kubeconfig), self.name, CLUSTER, lambda n: n.behavior == behavior,
+                                       f"the vm node running {behavior}")
+        except NotReadyAfterRestart as error:
+            raise RuntimeError(str(error)) from None
         note = self.kubernetes.prototype_note if self.kubernetes is not None else ""
         return replace(node, build_note=note) if note else node
 
