@@ -10,9 +10,9 @@ or exclusive:
 * the host's lock: every test holds it shared; a `runs_alone(..., host=True)` test holds it
   exclusively, so nothing else in the run runs (it allocates more than the host's RAM, which
   every node on the host shares).
-* bursts: a deployment of many pods at once (the pod shapes) holds it exclusively while its
-  pods start. Two of them at once, one per node, stalled the API server of an emulated kind
-  host (kind run 6).
+* bursts: a deployment of many pods at once (the pod shapes, the eviction test's seven) holds
+  it exclusively while its pods start. Two of them at once, one per node, stalled the API
+  server of an emulated kind host (kind run 6).
 
 The host's lock is taken before the node's, and both are held to the end of the test, so no
 two tests wait for each other; a burst is taken last and let go before the test ends. flock
