@@ -70,17 +70,17 @@ def _hold(files: ExitStack, run_dir: Path, scope: str, exclusive: bool, where: s
 
 @contextmanager
 def turn(run_dir: Path, alone: bool, node: str | None = None, host: bool = False,
-         seconds: float = WAIT_SECONDS) -> Iterator[None]:
+         seconds: float = WAIT_SECONDS) -> Iterator[str | None]:
     """Hold this run's locks for one test on `node`: its node's exclusively when `alone`, the
     host's exclusively when `alone` and `host` or when the test names no node, shared
-    otherwise."""
+    otherwise. Yields what it holds exclusively: HOST, the node, or None."""
     deadline = time.monotonic() + seconds
     whole_host = alone and (host or node is None)
     with ExitStack() as files:
         _hold(files, run_dir, HOST, whole_host, "on the host", deadline, seconds)
         if node is not None and not whole_host:
             _hold(files, run_dir, "node-" + node, alone, f"on {node}", deadline, seconds)
-        yield  # closing the files releases the locks
+        yield HOST if whole_host else node if alone else None  # closing the files releases the locks
 
 
 @contextmanager

@@ -149,3 +149,14 @@ def test_two_bursts_never_overlap(tmp_path: Path) -> None:
     spans = list(_intervals(log).values())
     assert len(spans) == 3
     assert not any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[i + 1:]), spans
+
+
+def test_a_turn_says_what_it_holds_alone(tmp_path: Path) -> None:
+    with turn(tmp_path, False, "NoSwap") as held:
+        assert held is None
+    with turn(tmp_path, True, "NoSwap") as held:
+        assert held == "NoSwap"
+    with turn(tmp_path, True, "NoSwap", host=True) as held:
+        assert held == alone.HOST
+    with turn(tmp_path, True) as held:
+        assert held == alone.HOST

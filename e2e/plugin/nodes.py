@@ -106,8 +106,6 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     run_dir = the_run(request.config).directory
     marker = request.node.get_closest_marker("runs_alone")
     alone = marker is not None
-    host = alone and bool(marker.kwargs.get("host"))
-    node = node_lock(request.config, request.node)
     asked = time.time()
     # Under -n, the sort alone cannot make a runs_first test run first: another worker may start
     # a later test of its behavior at the same moment (kind runs 10 and 11: the shapes' deployment).
@@ -116,14 +114,15 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
         warnings.warn(f"{request.node.nodeid} went on without waiting longer for {not_ended} to end "
                       f"({time.time() - asked:.0f}s): the worker running it may have died", stacklevel=1)
     try:
-        with turn(run_dir, alone, node, host=host):
+        with turn(run_dir, alone, node_lock(request.config, request.node),
+                  host=alone and bool(marker.kwargs.get("host"))) as held:
             given = time.time()
             try:
                 yield
             finally:
                 request.node.user_properties.append((record.TURN_PROPERTY, json.dumps({
                     "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "alone": alone,
-                    "scope": ("host" if host or node is None else node) if alone else None,
+                    "scope": held,
                     "start": round(asked, 1), "waited": round(given - asked, 1), "end": round(time.time(), 1)})))
     except AloneTimeout as error:
         pytest.fail(str(error), pytrace=False)
