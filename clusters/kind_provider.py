@@ -242,10 +242,12 @@ class KindProvider(Provider):
         return nodes
 
     def _discovered(self, node: SwapNode) -> SwapNode:
-        found = [n for n in discover(node.kubeconfig, self.name, node.cluster, cgroup_v2=True) if n.name == node.name]
-        if not found:
-            raise KindError(f"node {node.name} of {node.cluster} is not Ready and schedulable")
-        return found[0]
+        """`node` again, once Ready and schedulable after its kubelet restarted."""
+        try:
+            return ready_after_restart(node.kubeconfig, self.name, node.cluster, lambda n: n.name == node.name,
+                                       f"node {node.name} of {node.cluster}")
+        except NotReadyAfterRestart as error:
+            raise KindError(str(error)) from None
 
     def _wait_for_nodes(self, cluster: str, kubeconfig: str, behaviors: Sequence[str]) -> dict[str, SwapNode]:
         """Each behavior's node (by its label), Ready and schedulable: kind --wait covers the
@@ -306,11 +308,7 @@ class KindProvider(Provider):
 
     def restart_kubelet(self, node: SwapNode, behavior: str | None = None) -> SwapNode:
         KindNodeKubelet(node, self.progress).restart_as(behavior)
-        try:
-            return ready_after_restart(node.kubeconfig, self.name, node.cluster, lambda n: n.name == node.name,
-                                       f"node {node.name} of {node.cluster}")
-        except NotReadyAfterRestart as error:
-            raise KindError(str(error)) from None
+        return self._discovered(node)
 
     def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
         return KindNodeKubelet(node, self.progress).reconfigured(change)
