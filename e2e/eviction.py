@@ -385,10 +385,13 @@ class SignalCheck:
     windows: list[SampleWindow]
     problems: list[str]
 
+    def judged(self) -> str:
+        return (f"{len(self.reads)} reads of the node's files, {len(self.memories)} summaries,"
+                f" {len(self.windows)} new samples ({sum(w.exact for w in self.windows)} with the files unchanged)")
+
     def describe(self) -> str:
         lines = [f"node memory signal: capacity (MemTotal) {self.capacity}, hugepages taken off {self.hugepages};"
-                 f" {len(self.reads)} reads of the node's files, {len(self.memories)} summaries,"
-                 f" {len(self.windows)} new samples ({sum(w.exact for w in self.windows)} with the files unchanged)"]
+                 f" {self.judged()}"]
         for w in self.windows:
             lines.append(f"  summary {dict(w.memory)}")
             lines += [f"    files: {r}" for r in w.reads]

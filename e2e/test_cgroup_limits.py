@@ -243,6 +243,7 @@ def test_the_swap_share_is_of_the_nodes_capacity_not_its_allocatable(
     reserve = settings({"systemReserved": {"memory": str(SYSTEM_RESERVED)}}, f"systemReserved memory {SYSTEM_RESERVED}")
     try:
         with swap_provider.reconfigured_kubelet(swap_node, reserve):
+            ws.record.phase("systemReserved live")
             hard = (ws.observer.configz().get("evictionHard") or {}).get("memory.available", "0")
             assert not hard.endswith("%"), f"evictionHard memory.available {hard}: a percentage is not modelled here"
             want_allocatable = swap_node.memory_capacity - SYSTEM_RESERVED - int(parse_quantity(hard))
@@ -254,6 +255,7 @@ def test_the_swap_share_is_of_the_nodes_capacity_not_its_allocatable(
             # What was built, first: the node really reserves the memory (status every 10 s).
             wait_for(f"allocatable memory {want_allocatable} (capacity - systemReserved - evictionHard)", allocatable,
                      120, lambda: str(ws.observer.node_status()["status"]["allocatable"]))
+            ws.record.phase("allocatable reserved")
             requests, limits = burstable_sizing(swap_node, headroom=32 * Mi).resources()
             pod = ws.deploy(stress_pod("reserved", ws.image, ws.namespace, ws.test, ["/swapstress", "pause"],
                                        requests, limits))

@@ -246,7 +246,8 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
     ws.record.phase("signal checked")
     assert ws.record.check("/stats/summary node memory against the node's cgroup files", [], signal.problems,
-                           "availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file"), \
+                           "availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file;"
+                           f" {signal.judged()}"), \
         f"/stats/summary node memory is not what the node has: {signal.problems}\n{signal.describe()}"
 
     plan = plan_at(settled, hog)

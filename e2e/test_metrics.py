@@ -159,56 +159,62 @@ def kubelet_has_swap_stats(swapping: SwappingPod, swap_max: int | None) -> None:
              probe, METRIC_SECONDS, lambda: f"memory.swap.max {swap_max}; last swap stats {seen[-3:]}")
 
 
-def proved_by_the_node(what: str, swapping: SwappingPod, scrape: Callable[[], list[Reported]],
-                       levels: tuple[str, ...]) -> SwapEvidence:
-    """Scrape while the node agent reads every level's figure every READ_EVERY_MS, then put each
-    kubelet sample beside the figure the files had while the kubelet read it (the time the
-    sample carries: up to 30 s before the scrape). Until every level is proved by two distinct
-    samples, or METRIC_SECONDS; a sample that contradicts a figure still for long before it
-    fails the test at once. A failure lists every sample and its figure."""
-    evidence = SwapEvidence(levels)
+Scrape = Callable[[], list[Reported]]
+
+
+def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape, tuple[str, ...]]]) -> dict[str, SwapEvidence]:
+    """Scrape every endpoint in turn while the node agent reads every level's figure every
+    READ_EVERY_MS, then put each kubelet sample beside the figure the files had while the
+    kubelet read it (the time the sample carries: up to 30 s before the scrape). Until every
+    endpoint's every level is proved by two distinct samples, or METRIC_SECONDS; a sample that
+    contradicts a figure still for long before it fails the test at once. A failure lists every
+    endpoint's samples and their figures."""
+    evidence = {name: SwapEvidence(levels) for name, (_, levels) in endpoints.items()}
+    seen: dict[str, list[Reported]] = {name: [] for name in endpoints}
     deadline = time.monotonic() + METRIC_SECONDS
-    seen: list[Reported] = []
     windows: list[dict[str, list[tuple[int, int | None]]]] = []
     reader = NodeObserver(swapping.ws.node)
     pool = ThreadPoolExecutor(max_workers=1)
+
+    def settled() -> bool:
+        return all(e.complete() for e in evidence.values()) or any(e.refuted() for e in evidence.values())
+
     try:
-        while not evidence.complete() and not evidence.refuted() and time.monotonic() < deadline:
+        while not settled() and time.monotonic() < deadline:
             window = max(min(WINDOW_SECONDS, deadline - time.monotonic()), 2 * SCRAPE_EVERY_SECONDS)
             reading = pool.submit(swapping.series_over, window, reader)
             stuck = time.monotonic() + window + READ_SLACK_SECONDS
             while not reading.done():
                 if time.monotonic() > stuck:
-                    pytest.fail(f"{what}: the node agent's {window:.0f} s of reads did not end within"
-                                f" {READ_SLACK_SECONDS} s more", pytrace=False)
-                seen += scrape()
+                    pytest.fail(f"the node agent's {window:.0f} s of reads did not end within {READ_SLACK_SECONDS} s more",
+                                pytrace=False)
+                for name, (scrape, _) in endpoints.items():
+                    seen[name] += scrape()
                 time.sleep(SCRAPE_EVERY_SECONDS)
             windows.append(reading.result())
             # Every sample against every window: one stamped near a window's end is read in the next.
-            evidence = SwapEvidence(levels)
-            for reported in seen:
-                for series in windows:
-                    evidence.add(reported, series[reported.level])
+            for name, (_, levels) in endpoints.items():
+                evidence[name] = SwapEvidence(levels)
+                for reported in seen[name]:
+                    for series in windows:
+                        evidence[name].add(reported, series[reported.level])
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    if not evidence.complete():
-        refuted = evidence.refuted()
+    failed = {name: e for name, e in evidence.items() if not e.complete()}
+    if failed:
         origin = windows[0]["node"][0][0] if windows and windows[0]["node"] else 0  # the first read
-        pytest.fail(f"{what}: " + ("; ".join(refuted) if refuted else
-                                   f"not every level equals its figure in two distinct samples within {METRIC_SECONDS}s")
-                    + f" ({len(seen) // len(levels)} scrapes; times from the first read of the node's files):\n"
-                    f"{evidence.describe(origin)}\nnode: {swapping.ws.node.describe()}", pytrace=False)
+        lines = []
+        for name, e in evidence.items():
+            refuted = e.refuted()
+            verdict = ("; ".join(refuted) if refuted else "proved" if e.complete() else
+                       f"not every level equals its figure in two distinct samples within {METRIC_SECONDS}s")
+            lines.append(f"{name}: {verdict} ({len(seen[name]) // len(e.levels)} scrapes; times from the first read"
+                         f" of the node's files):\n{e.describe(origin)}")
+        pytest.fail("\n".join(lines) + f"\nnode: {swapping.ws.node.describe()}", pytrace=False)
     return evidence
 
 
-# Why alone: the node's figure is its whole cgroup tree's swap (on kind, the node container's),
-# which any other test's memory moves (on kind, anywhere on the shared host, whose reclaim swaps
-# out any cgroup's pages): the comparison needs each figure still while the kubelet reads it.
-@pytest.mark.needs_behavior("LimitedSwap")
-@pytest.mark.min_kubernetes("1.30")
-@pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
-def test_resource_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
-    ws = swapping_pod.ws
+def resource_metrics(ws: Workspace) -> Scrape:
     labels = {"namespace": ws.namespace, "pod": "swapping"}
 
     def scrape() -> list[Reported]:
@@ -217,16 +223,11 @@ def test_resource_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: S
                 reported_from_prometheus("pod", find(samples, "pod_swap_usage_bytes", **labels)),
                 reported_from_prometheus("node", find(samples, "node_swap_usage_bytes"))]
 
-    proved_by_the_node("/metrics/resource", swapping_pod, scrape, ("container", "pod", "node"))
+    return scrape
 
 
-@pytest.mark.needs_behavior("LimitedSwap")
-@pytest.mark.min_kubernetes("1.30")
-@pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
-def test_stats_summary_matches_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
+def stats_summary(ws: Workspace) -> Scrape:
     import json
-
-    ws = swapping_pod.ws
 
     def scrape() -> list[Reported]:
         summary = json.loads(ws.observer.node_proxy("stats/summary"))
@@ -237,7 +238,23 @@ def test_stats_summary_matches_the_cgroups(swap_node: SwapNode, swapping_pod: Sw
         container = stats["container"]
         return found + [reported_from_summary("container available", container.get("swapAvailableBytes"), container.get("time"))]
 
-    proved_by_the_node("/stats/summary", swapping_pod, scrape, ("container", "pod", "node", "container available"))
+    return scrape
+
+
+# Why alone: the node's figure is its whole cgroup tree's swap (on kind, the node container's),
+# which any other test's memory moves (on kind, anywhere on the shared host, whose reclaim swaps
+# out any cgroup's pages): the comparison needs each figure still while the kubelet reads it.
+# Both endpoints in one test, scraped in turn against the same reads of the node's files: the
+# node is held alone once, not twice (on an emulated kind node each took about 100 s).
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.30")
+@pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
+def test_swap_usage_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
+    ws = swapping_pod.ws
+    proved_by_the_node(swapping_pod, {
+        "/metrics/resource": (resource_metrics(ws), ("container", "pod", "node")),
+        "/stats/summary": (stats_summary(ws), ("container", "pod", "node", "container available")),
+    })
 
 
 @pytest.mark.needs_behavior("LimitedSwap")

@@ -99,15 +99,19 @@ def test_b(swap_node):
 
 def test_c(swap_node):
     pass
+
+@pytest.mark.runs_alone("drives the node")
+def test_d(swap_node):
+    pass
 """
 
 
-def test_runs_first_tests_lead_their_behaviors_block(suite: pytest.Pytester) -> None:
+def test_runs_first_then_runs_alone_tests_lead_their_behaviors_block(suite: pytest.Pytester) -> None:
     suite.makepyfile(test_order=ORDERED)
     result = suite.runpytest_subprocess("--collect-only", "-q", "--behaviors", "NoSwap,LimitedSwap")
     assert result.ret == 0, result.stdout.str()
     ids = [line for line in result.stdout.lines if line.startswith("test_order.py::")]
-    assert ids == [f"test_order.py::test_{t}[{b}]" for b in ("NoSwap", "LimitedSwap") for t in "bac"], ids
+    assert ids == [f"test_order.py::test_{t}[{b}]" for b in ("NoSwap", "LimitedSwap") for t in "bdac"], ids
 
 
 ALONE_AND_TOGETHER = """

@@ -52,8 +52,9 @@ def _behavior_index(item: pytest.Item) -> int:
     return swap_behaviors.ALL_BEHAVIORS.index(behavior) if behavior else -1
 
 
-def _order(item: pytest.Item) -> tuple[int, bool]:
-    return _behavior_index(item), item.get_closest_marker("runs_first") is None
+def _order(item: pytest.Item) -> tuple[int, bool, bool]:
+    return (_behavior_index(item), item.get_closest_marker("runs_first") is None,
+            item.get_closest_marker("runs_alone") is None)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -61,7 +62,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # per behavior, and a failure report reads by behavior. The sort is stable within one.
     # (A deployment several tests share is made once per run, in whichever xdist worker needs
     # it first, through the run's directory: e2e/test_cgroup_limits.py shape_pods.) Within a
-    # behavior, `runs_first` tests come first, while the node holds no other test's pods.
+    # behavior, `runs_first` tests come first, while the node holds no other test's pods; then
+    # the tests that run alone on the node, so that what is left at the end of a behavior's list
+    # (what another xdist worker takes once its own are done, e2e/plugin/workers.py) can run
+    # beside its own worker's tests (kind run 18: the worker that took the other behavior's last
+    # tests waited 300 s for that behavior's alone tests, and they for its tests).
     items.sort(key=_order)
 
 

@@ -9,8 +9,10 @@ and a test that ran alone stopped both: kind run 11 spent over 50 of its 65 minu
 A worker whose behavior's tests are all handed out takes another behavior's, from the end of
 that behavior's list: the tests its own worker would have run last, never its first ones (kind
 runs 14 and 15: the NoSwap worker was done 10 minutes before the LimitedSwap one, with tests
-that could run beside it still queued). Tests are handed out one or two at a time, so that much
-is left to take.
+that could run beside it still queued). A behavior's tests that run alone on its node come
+early in its list (e2e/plugin/nodes.py), so what is taken from the end runs beside its own
+worker's tests rather than waiting for them. Tests are handed out one or two at a time, so that
+much is left to take.
 
 The vm provider (one node for every behavior) and an explicit --dist keep xdist's scheduling.
 """
