@@ -204,7 +204,7 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
     if failed:
         origin = windows[0]["node"][0][0] if windows and windows[0]["node"] else 0  # the first read
         lines = []
-        for name, e in evidence.items():
+        for name, e in sorted(evidence.items(), key=lambda item: item[1].complete()):  # what failed first
             refuted = e.refuted()
             verdict = ("; ".join(refuted) if refuted else "proved" if e.complete() else
                        f"not every level equals its figure in two distinct samples within {METRIC_SECONDS}s")
