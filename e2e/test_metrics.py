@@ -162,7 +162,7 @@ def kubelet_has_swap_stats(swapping: SwappingPod, swap_max: int | None) -> None:
 Scrape = Callable[[], list[Reported]]
 
 
-def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape, tuple[str, ...]]]) -> dict[str, SwapEvidence]:
+def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape, tuple[str, ...]]]) -> None:
     """Scrape every endpoint in turn while the node agent reads every level's figure every
     READ_EVERY_MS, then put each kubelet sample beside the figure the files had while the
     kubelet read it (the time the sample carries: up to 30 s before the scrape). Until every
@@ -200,8 +200,7 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
                         evidence[name].add(reported, series[reported.level])
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    failed = {name: e for name, e in evidence.items() if not e.complete()}
-    if failed:
+    if not all(e.complete() for e in evidence.values()):
         origin = windows[0]["node"][0][0] if windows and windows[0]["node"] else 0  # the first read
         lines = []
         for name, e in sorted(evidence.items(), key=lambda item: item[1].complete()):  # what failed first
@@ -211,7 +210,6 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
             lines.append(f"{name}: {verdict} ({len(seen[name]) // len(e.levels)} scrapes; times from the first read"
                          f" of the node's files):\n{e.describe(origin)}")
         pytest.fail("\n".join(lines) + f"\nnode: {swapping.ws.node.describe()}", pytrace=False)
-    return evidence
 
 
 def resource_metrics(ws: Workspace) -> Scrape:
