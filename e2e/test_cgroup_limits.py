@@ -209,6 +209,7 @@ def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, sha
     assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
 
 
+@pytest.mark.touches_no_node("computes expectations from the node's capacities")
 def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode) -> None:
     """Guard against a suite that passes by accident: under LimitedSwap at least one container
     must have a non-zero expected swap limit, or the cgroup tests above prove nothing."""

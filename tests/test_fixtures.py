@@ -179,3 +179,34 @@ def test_a_runs_first_test_that_is_deselected_holds_nothing_back(suite: pytest.P
     result = suite.runpytest_subprocess("test_first_and_others.py", "-n", "2", "-k", "other", "-p", "no:cacheprovider",
                                         timeout=120)
     assert result.ret == 0, result.stdout.str()
+
+
+NO_TURN_NEEDED = """
+import pytest
+
+@pytest.mark.needs_behavior("WorkloadControlledSwap")
+def test_unselected(swap_node):
+    pass
+
+@pytest.mark.touches_no_node("computes from figures the provider has")
+def test_computes():
+    pass
+
+def test_together():
+    pass
+"""
+
+
+def test_a_test_that_skips_for_its_behavior_or_touches_no_node_takes_no_turn(suite: pytest.Pytester,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # A turn is a wait behind the tests that run alone (kind run 19: 183 s to skip, 114 s to compute).
+    from bench import junit_times
+
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    suite.makepyfile(test_turns=NO_TURN_NEEDED)
+    result = suite.runpytest_subprocess("test_turns.py", "--behaviors", "NoSwap", "--junitxml", "junit.xml",
+                                        "-p", "no:cacheprovider", "-rs")
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*WorkloadControlledSwap not selected (--behaviors NoSwap)*"])
+    assert len(junit_times.turns(suite.path / "junit.xml")) == 1  # test_together's

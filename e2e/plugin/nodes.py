@@ -108,6 +108,15 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     (record.TURN_PROPERTY)."""
     from e2e.alone import AloneTimeout, turn, wait_until_ended
 
+    # A test that will skip, or touches no node, takes no turn: it would hold its worker for
+    # nothing (kind run 19: a test of an unselected behavior waited 183 s behind the host-wide
+    # overcommit to skip, the shapes guard 114 s behind the eviction test to compute). Not where
+    # one node runs every behavior: asking for its node may switch that node's behavior.
+    skip_unless_selected(request, behavior_of(request.node))
+    if request.node.get_closest_marker("touches_no_node") is not None \
+            and not the_run(request.config).provider.one_node_for_every_behavior:
+        yield
+        return
     run_dir = the_run(request.config).directory
     marker = request.node.get_closest_marker("runs_alone")
     alone = marker is not None
@@ -153,15 +162,24 @@ def _not_covered(config: pytest.Config, behavior: str, reason: str) -> None:
     could_not_test(config, f"{behavior} not covered: {reason}", behavior)
 
 
+def skip_unless_selected(request: pytest.FixtureRequest, behavior: str | None) -> None:
+    """Record the test's behavior for the report, and skip it if that behavior is not selected."""
+    if behavior is None:
+        return
+    properties = request.node.user_properties
+    if (verdict.BEHAVIOR_PROPERTY, behavior) not in properties:  # the report knows its behavior
+        properties.append((verdict.BEHAVIOR_PROPERTY, behavior))
+    if behavior not in settings(request.config).behaviors:
+        pytest.skip(f"{behavior} not selected (--behaviors {request.config.getoption('behaviors')})")
+
+
 def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
     """The node for `behavior`, or a skip (a failure in gate mode) that says why there is none.
 
     Called for every test: providers cache their nodes, and a node that switches behavior in
     place (vm) is switched back here if an earlier test needed another behavior."""
     config = request.config
-    request.node.user_properties.append((verdict.BEHAVIOR_PROPERTY, behavior))  # the report knows its behavior
-    if behavior not in settings(config).behaviors:
-        pytest.skip(f"{behavior} not selected (--behaviors {config.getoption('behaviors')})")
+    skip_unless_selected(request, behavior)
     provider: Provider = request.getfixturevalue("swap_provider")
     reason = provider.coverage([behavior])[behavior]
     if reason:
