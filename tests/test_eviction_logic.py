@@ -20,6 +20,7 @@ from e2e.eviction import (
     node_memory_problems,
     parse_root_read,
     plan_pressure,
+    judged_enough,
     sample_windows,
 )
 
@@ -240,3 +241,10 @@ def test_leftovers_that_stay_are_named_with_the_side_that_is_slow(monkeypatch: p
     assert str(raised.value).endswith(
         "still there: ['shapes/guaranteed (terminating since 2026-11-26T01:00:00Z, Running)',"
         " 'shapes/best-effort (not marked for deletion, Running)']"), str(raised.value)
+
+
+def test_the_signal_check_ends_on_an_exact_window_or_two_new_samples() -> None:
+    moving = SampleWindow(memory("t", 1015, 915, CAPACITY - 915), (read(1000), read(1010), read(1030)))
+    exact = SampleWindow(memory("t", 1000, 900, CAPACITY - 900), (read(1000),) * 3)
+    assert not judged_enough([]) and not judged_enough([moving])
+    assert judged_enough([exact]) and judged_enough([moving, moving])
