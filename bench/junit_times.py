@@ -6,7 +6,8 @@ Prints the time per module (summed over tests, so with -n N it exceeds the wall 
 slowest tests, and for each of those the phases it recorded (e2e/record.py Recorder.phase:
 "<pod> running", the eviction test's steps), so a slow test says where its time went; then the
 run's turns (e2e/alone.py, recorded as TURN_PROPERTY): how long the tests that run alone held the
-whole run, and how long each worker waited for a turn."""
+whole run, and how long each worker waited for a turn; and what each module asked of the nodes
+(CALLS_PROPERTY: execs, node proxy scrapes, pods created)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from e2e.record import PHASE_PROPERTY, TURN_PROPERTY
+from e2e.record import CALLS_PROPERTY, PHASE_PROPERTY, TURN_PROPERTY
 
 
 def cases(junit: Path) -> list[tuple[float, str, str, list[dict]]]:
@@ -26,6 +27,17 @@ def cases(junit: Path) -> list[tuple[float, str, str, list[dict]]]:
         phases = [json.loads(p.get("value", "{}")) for p in case.iter("property") if p.get("name") == PHASE_PROPERTY]
         found.append((float(case.get("time") or 0), (case.get("classname") or "").rsplit(".", 1)[-1],
                       case.get("name") or "", phases))
+    return found
+
+
+def calls(junit: Path) -> dict[str, collections.Counter[str]]:
+    """Per module, what its tests asked of the nodes (summed CALLS_PROPERTY)."""
+    found: dict[str, collections.Counter[str]] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        module = (case.get("classname") or "").rsplit(".", 1)[-1]
+        for p in case.iter("property"):
+            if p.get("name") == CALLS_PROPERTY:
+                found.setdefault(module, collections.Counter()).update(json.loads(p.get("value", "{}")))
     return found
 
 
@@ -82,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{seconds:8.0f} s  {module}::{name}")
         if phases:
             print("            " + ", ".join(f"{p['phase']} +{p['t']:.0f}s" for p in phases))
+    per_module = calls(a.junit)
+    if per_module:
+        print("\nasked of the nodes (execs, node proxy paths, objects created):")
+        for module, spent in sorted(per_module.items(), key=lambda kv: -kv[1]["exec"]):
+            print(f"  {module}: " + ", ".join(f"{k} {v}" for k, v in spent.most_common()))
     print("\nturns:")
     print("\n".join(turn_summary(turns(a.junit))))
     return 0

@@ -7,6 +7,7 @@ what it waited for, and reports the last state it saw; terminal states fail at o
 
 from __future__ import annotations
 
+import collections
 import json
 import secrets
 from collections.abc import Callable
@@ -19,6 +20,12 @@ from clusters.discovery import RETRIED_STATUSES, api_client, status_message
 from clusters.provider import SwapNode
 
 T = TypeVar("T")
+
+# What this process asked of the nodes, by kind: an exec (a runc exec on the node: about 0.6 s
+# of CPU on an emulated kind node), a node proxy path (a /stats/summary scrape ~0.07 s there), a
+# pod created (its start and deletion ~15 s). Each test's share goes into its report
+# (record.CALLS_PROPERTY; bench.junit_times sums them), so a run says what each test cost.
+CALLS: collections.Counter[str] = collections.Counter()
 
 POD_START_SECONDS = 600  # TCG-emulated nodes start containers slowly; kind does it in seconds
 
@@ -157,6 +164,7 @@ class NodeObserver:
 
     def create(self, manifest: dict[str, Any]) -> None:
         kind = manifest["kind"]
+        CALLS[f"create {kind}"] += 1
         namespace = manifest["metadata"]["namespace"]
         if kind == "Pod":
             # Pinned to the node under test unless the manifest names another node on purpose.
@@ -278,6 +286,7 @@ class NodeObserver:
              seconds: float = 120) -> ExecResult:
         from kubernetes.stream import stream
 
+        CALLS["exec"] += 1
         client = stream(
             self.core.connect_get_namespaced_pod_exec,
             pod,
@@ -316,6 +325,7 @@ class NodeObserver:
     # --- the node, through the API server -------------------------------------------------------
 
     def node_proxy(self, path: str) -> str:
+        CALLS[path.partition("?")[0]] += 1
         response = self.core.connect_get_node_proxy_with_path(self.node.name, path, _preload_content=False, _request_timeout=60)
         return response.data.decode()
 

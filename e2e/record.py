@@ -18,6 +18,7 @@ PHASE_PROPERTY = "ksc_phase"  # {"phase": what was done, "t": seconds since the 
 # {"worker", "alone", "scope", "start", "waited", "end"}: when a test asked for its turn (e2e/alone.py), how
 # long it waited for it and when it gave it back (epoch seconds), so a run's timeline can be drawn
 TURN_PROPERTY = "ksc_turn"
+CALLS_PROPERTY = "ksc_node_calls"  # {kind: count}: what the test asked of the nodes (observe.CALLS)
 
 
 @dataclass(frozen=True)

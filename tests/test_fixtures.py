@@ -210,3 +210,24 @@ def test_a_test_that_skips_for_its_behavior_or_touches_no_node_takes_no_turn(sui
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*WorkloadControlledSwap not selected (--behaviors NoSwap)*"])
     assert len(junit_times.turns(suite.path / "junit.xml")) == 1  # test_together's
+
+
+CALLING = """
+from e2e.observe import CALLS
+
+def test_calls():
+    CALLS["exec"] += 2  # what NodeObserver.exec counts
+    CALLS["stats/summary"] += 1
+
+def test_quiet():
+    pass
+"""
+
+
+def test_what_a_test_asked_of_the_nodes_goes_into_its_report(suite: pytest.Pytester) -> None:
+    from bench import junit_times
+
+    suite.makepyfile(test_calling=CALLING)
+    result = suite.runpytest_subprocess("test_calling.py", "--junitxml", "junit.xml", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()
+    assert junit_times.calls(suite.path / "junit.xml") == {"test_calling": {"exec": 2, "stats/summary": 1}}

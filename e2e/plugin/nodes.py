@@ -142,6 +142,18 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail(str(error), pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _node_calls(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What the test asked of the nodes (observe.CALLS), for a run's timing (bench.junit_times)."""
+    from e2e.observe import CALLS
+
+    before = CALLS.copy()
+    yield
+    spent = CALLS - before
+    if spent:
+        request.node.user_properties.append((record.CALLS_PROPERTY, json.dumps(dict(sorted(spent.items())))))
+
+
 @pytest.fixture(scope="session")
 def swap_provider(pytestconfig: pytest.Config) -> Provider:
     run = the_run(pytestconfig)
