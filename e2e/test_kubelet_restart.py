@@ -73,9 +73,19 @@ def expected(ws: Workspace, pod: dict, created_under: str, running_now: str) -> 
 @pytest.mark.runs_alone("restarts the node's kubelet and switches its swapBehavior")
 def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
         swap_node: SwapNode, swap_provider: Provider, workspace: Callable[[SwapNode], Workspace]) -> None:
-    if not swap_provider.restarts_kubelets:
+    """On the LimitedSwap node the switch is to NoSwap by leaving memorySwap.swapBehavior out of
+    the kubelet's config file (failSwapOn: false): KEP-2400 makes NoSwap the default (v1.37.1
+    leaves the field empty, defaults.go, and treats "" as NoSwap, kuberuntime_container_linux.go
+    GetContainerSwapBehavior). The suite otherwise always writes the field, so a kubelet that
+    defaulted an unset value to LimitedSwap would pass everything else; asked here, on the node
+    where the two differ, it costs no kubelet restarts of its own (a test of its own took
+    141 s alone on that node in kind run 19). On the NoSwap node the switch is explicit."""
+    from clusters.behaviors import normalize
+    from clusters.kubelet_config import swap_behavior_unset
+
+    if not swap_provider.restarts_kubelets or not swap_provider.reconfigures_kubelets:
         # Not among the gate's core checks: a skip with the reason, before anything is deployed.
-        pytest.skip(f"the {swap_provider.name} provider cannot restart a kubelet for one test")
+        pytest.skip(f"the {swap_provider.name} provider cannot restart or reconfigure a kubelet for one test")
     first = swap_node.behavior
     other = "NoSwap" if first == "LimitedSwap" else "LimitedSwap"
     ws = workspace(swap_node)
@@ -84,6 +94,33 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
     inputs = f"created under {first}, request < limit, node memory {swap_node.memory_capacity}, swap {swap_node.swap_capacity}"
     assert ws.record.check("memory.swap.max before any restart", expected(ws, old_pod, first, first), old.swap_max,
                            inputs), str(old)
+
+    def switched(how: str) -> None:
+        """The running container keeps its limit; new containers follow the new rule."""
+        after_switch = container(ws, "old")
+        context = f"before {old}; after the switch ({how}) {after_switch}\n" + ws.explain("old")
+        assert ws.record.check("container after the switch", (old.id, 0), (after_switch.id, after_switch.restarts),
+                               "the same container, not restarted"), context
+        assert ws.record.check(f"memory.swap.max of a running container after {first} -> {other}",
+                               expected(ws, old_pod, first, other), after_switch.swap_max,
+                               f"created under {first}, kubelet now {other} ({how})"), context
+
+        new_pod = ws.deploy(burstable_pod(ws, "new"))
+        new = container(ws, "new")
+        assert ws.record.check(f"memory.swap.max of a new pod after {first} -> {other}", expected(ws, new_pod, other, other),
+                               new.swap_max, f"created under {other} ({how})"), f"{new}\n" + ws.explain("new")
+
+        # The container's main process exits as soon as the file exists, and the exec'd writer may
+        # be killed with the container before it returns (137, seen once): the restart awaited
+        # next is what proves the container ended.
+        ws.observer.exec(ws.namespace, "old", "stress", [STRESS, "fill", "--path", EXIT_FILE, "--bytes", "1"], allowed=(0, 137))
+        recreated = wait_for("the old pod's container to exit and run again",
+                             lambda: _recreated(ws, "old", old.id), 300, lambda: ws.explain("old"))
+        context = f"before {old}; recreated {recreated}\n" + ws.explain("old")
+        assert ws.record.check("old pod's container restarts", 1, recreated.restarts, "it exited 0, restartPolicy Always"), context
+        assert ws.record.check(f"memory.swap.max of a container recreated in an old pod after {first} -> {other}",
+                               expected(ws, old_pod, other, other), recreated.swap_max,
+                               f"recreated under {other} ({how})"), context
 
     try:
         # 1. The same behavior: the running container is left alone.
@@ -98,35 +135,22 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
         assert ws.record.check("memory.swap.max after a kubelet restart", old.swap_max, after_restart.swap_max,
                                f"{inputs}, kubelet restarted ({first})"), context
 
-        # 2. Switched: the running container keeps its limit; new containers follow the new rule.
-        ws.node = swap_provider.restart_kubelet(swap_node, other)
-        after_switch = container(ws, "old")
-        switched = f"created under {first}, kubelet now {other}"
-        context = f"before {old}; after the switch {after_switch}\n" + ws.explain("old")
-        assert ws.record.check("container after the switch", (old.id, 0), (after_switch.id, after_switch.restarts),
-                               "the same container, not restarted"), context
-        assert ws.record.check(f"memory.swap.max of a running container after {first} -> {other}",
-                               expected(ws, old_pod, first, other), after_switch.swap_max, switched), context
-
-        new_pod = ws.deploy(burstable_pod(ws, "new"))
-        new = container(ws, "new")
-        assert ws.record.check(f"memory.swap.max of a new pod after {first} -> {other}", expected(ws, new_pod, other, other),
-                               new.swap_max, f"created under {other}"), f"{new}\n" + ws.explain("new")
-
-        # The container's main process exits as soon as the file exists, and the exec'd writer may
-        # be killed with the container before it returns (137, seen once): the restart awaited
-        # next is what proves the container ended.
-        ws.observer.exec(ws.namespace, "old", "stress", [STRESS, "fill", "--path", EXIT_FILE, "--bytes", "1"], allowed=(0, 137))
-        recreated = wait_for("the old pod's container to exit and run again",
-                             lambda: _recreated(ws, "old", old.id), 300, lambda: ws.explain("old"))
-        context = f"before {old}; recreated {recreated}\n" + ws.explain("old")
-        assert ws.record.check("old pod's container restarts", 1, recreated.restarts, "it exited 0, restartPolicy Always"), context
-        assert ws.record.check(f"memory.swap.max of a container recreated in an old pod after {first} -> {other}",
-                               expected(ws, old_pod, other, other), recreated.swap_max, f"recreated under {other}"), context
+        # 2. Switched, and switched back afterwards.
+        if first == "LimitedSwap":
+            with swap_provider.reconfigured_kubelet(swap_node, swap_behavior_unset()):
+                live = (ws.observer.configz().get("memorySwap") or {}).get("swapBehavior")
+                assert ws.record.check("/configz swapBehavior with none in the file", "NoSwap", normalize(live or ""),
+                                       "failSwapOn: false, memorySwap.swapBehavior absent"), \
+                    f"/configz swapBehavior {live!r}\n" + ws.explain("old")
+                switched("swapBehavior left out of the file")
+        else:
+            try:
+                ws.node = swap_provider.restart_kubelet(swap_node, other)
+                switched(f"swapBehavior: {other}")
+            finally:
+                ws.node = swap_provider.restart_kubelet(swap_node, first)
     except NotCoveredError as error:  # the provider said it could, then could not
         pytest.fail(str(error))
-    finally:
-        ws.node = swap_provider.restart_kubelet(swap_node, first)
 
 
 def _recreated(ws: Workspace, name: str, old_id: str) -> Container | None:
@@ -134,33 +158,3 @@ def _recreated(ws: Workspace, name: str, old_id: str) -> Container | None:
     if status.get("containerID") in (None, old_id) or "running" not in (status.get("state") or {}):
         return None
     return container(ws, name)
-
-
-@pytest.mark.needs_behavior("LimitedSwap")
-@pytest.mark.runs_alone("restarts the node's kubelet with its swapBehavior unset")
-def test_an_unset_swap_behavior_means_no_swap(swap_node: SwapNode, swap_provider: Provider,
-                                              workspace: Callable[[SwapNode], Workspace]) -> None:
-    """A kubelet whose config file has failSwapOn: false and no memorySwap.swapBehavior runs
-    NoSwap (KEP-2400: NoSwap is the default; v1.37.1 leaves the field empty, defaults.go, and
-    treats "" as NoSwap, kuberuntime_container_linux.go GetContainerSwapBehavior). The suite
-    otherwise always writes the field, so a kubelet that defaulted an unset value to
-    LimitedSwap would pass everything else. Run on a LimitedSwap node, where the two differ."""
-    from clusters.behaviors import normalize
-    from clusters.kubelet_config import swap_behavior_unset
-
-    if not swap_provider.reconfigures_kubelets:
-        pytest.skip(f"the {swap_provider.name} provider cannot reconfigure a kubelet for one test")
-    ws = workspace(swap_node)
-    try:
-        with swap_provider.reconfigured_kubelet(swap_node, swap_behavior_unset()):
-            live = (ws.observer.configz().get("memorySwap") or {}).get("swapBehavior")
-            pod = ws.deploy(burstable_pod(ws, "unset"))
-            got = container(ws, "unset")
-            want = expected(ws, pod, "NoSwap", "NoSwap")
-            context = f"/configz swapBehavior {live!r}; {got}\n" + ws.explain("unset")
-            assert ws.record.check("/configz swapBehavior with none in the file", "NoSwap", normalize(live or ""),
-                                   "failSwapOn: false, memorySwap.swapBehavior absent"), context
-            assert ws.record.check("memory.swap.max of a Burstable pod with swapBehavior unset", want, got.swap_max,
-                                   "unset means NoSwap"), context
-    except NotCoveredError as error:
-        pytest.fail(str(error))
