@@ -141,7 +141,8 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
                 live = (ws.observer.configz().get("memorySwap") or {}).get("swapBehavior")
                 assert ws.record.check("/configz swapBehavior with none in the file", "NoSwap", normalize(live or ""),
                                        "failSwapOn: false, memorySwap.swapBehavior absent"), \
-                    f"/configz swapBehavior {live!r}\n" + ws.explain("old")
+                    f"/configz swapBehavior {live!r} with none in the config file (failSwapOn false): expected NoSwap," \
+                    f" KEP-2400's default\n" + ws.explain("old")
                 switched("swapBehavior left out of the file")
         else:
             try:
