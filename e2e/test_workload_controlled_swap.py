@@ -141,10 +141,35 @@ def swap_probe(ws: Workspace) -> dict[str, Any]:
     return guaranteed_swap_pod("limits-swap-probe", ws.image, ws.namespace, ws.test, MEMORY, SWAP)
 
 
+# The API server's answer to the probe, per cluster and behavior, in this worker: the same for
+# every test there, so the first test asks (in its namespace) and the others that will skip do so
+# before making one (kind run 21: ten such tests, a namespace each, 2-47 s apiece).
+_ANSWERS: dict[tuple[str, ...], str | None] = {}
+
+
+def _answer_key(swap_node: SwapNode) -> tuple[str, ...]:
+    # The build too: a vm node may run another build (a prototype) for another behavior.
+    return swap_node.kubeconfig, swap_node.behavior, swap_node.kubelet_version, swap_node.build_note
+
+
 def needs_limits_swap_api(ws: Workspace, swap_node: SwapNode, request: pytest.FixtureRequest) -> None:
     """Ask the API server for the field first: skip (or, under WorkloadControlledSwap, could not
     test) only where it refuses the field itself."""
-    refused = refusal(ws, swap_probe(ws))
+    key = _answer_key(swap_node)
+    if key not in _ANSWERS:
+        _ANSWERS[key] = refusal(ws, swap_probe(ws))
+    _act_on(_ANSWERS[key], swap_node, request)
+
+
+def skip_where_limits_swap_was_refused(swap_node: SwapNode, request: pytest.FixtureRequest) -> None:
+    """Before a namespace is made: act on a refusal this worker already had from the API server
+    (needs_limits_swap_api, once a workspace exists, asks where it has none)."""
+    refused = _ANSWERS.get(_answer_key(swap_node))
+    if refused:
+        _act_on(refused, swap_node, request)
+
+
+def _act_on(refused: str | None, swap_node: SwapNode, request: pytest.FixtureRequest) -> None:
     if refused and swap_node.behavior == WORKLOAD_CONTROLLED_SWAP:
         # The behavior's own check: without the field it could not be tested (a gate failure).
         could_not_test(request.config, f"{NO_LIMITS_SWAP_API}: {refused}", swap_node.behavior)
@@ -162,6 +187,7 @@ EVENT_WAIT_SECONDS = 60
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace],
                                                  case: Case, request: pytest.FixtureRequest) -> None:
+    skip_where_limits_swap_was_refused(swap_node, request)
     ws = workspace(swap_node)
     needs_limits_swap_api(ws, swap_node, request)
     manifest = case.build(ws, case.id)
@@ -197,6 +223,7 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
     """KEP-5359 use case 3: a Guaranteed pod with limits.swap allocates past its memory limit
     into swap, up to limits.swap, and is OOM-killed only where memory.max + memory.swap.max run
     out (the same pod without the field is killed at its limit: test_guaranteed_pod_never_swaps)."""
+    skip_where_limits_swap_was_refused(swap_node, request)
     ws = workspace(swap_node)
     needs_limits_swap_api(ws, swap_node, request)
     target = MEMORY + SWAP + 32 * Mi

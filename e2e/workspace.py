@@ -109,7 +109,7 @@ class Workspace:
 
     def running(self, name: str) -> dict[str, Any]:
         pod = self.observer.wait_running(self.namespace, name)
-        self.record.phase(f"{name} running")
+        self.record.phase(f"{name} running" + start_breakdown(pod))
         for status in pod.get("status", {}).get("containerStatuses") or []:
             if status.get("containerID"):  # an evicted container's status may lose it
                 self._container_ids[(name, status["name"])] = status["containerID"]
@@ -117,3 +117,26 @@ class Workspace:
 
     def explain(self, name: str) -> str:
         return self.observer.explain(self.namespace, name)
+
+
+def start_breakdown(pod: dict[str, Any]) -> str:
+    """Where a pod's start went, from its own timestamps (the API server's clock, whole seconds):
+    " (scheduled +0s, sandbox +41s, started +52s)" after its creation; "" where it has none. A
+    slow start on an emulated node then says whether the scheduler, the sandbox (runtime and
+    CNI) or the containers were slow."""
+    from datetime import datetime
+
+    def at(stamp: object) -> datetime | None:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
+
+    created = at(pod.get("metadata", {}).get("creationTimestamp"))
+    status = pod.get("status") or {}
+    conditions = {c.get("type"): at(c.get("lastTransitionTime")) for c in status.get("conditions") or []
+                  if c.get("status") == "True"}
+    started = [at(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+               for cs in status.get("containerStatuses") or []]
+    steps = [("scheduled", conditions.get("PodScheduled")), ("sandbox", conditions.get("PodReadyToStartContainers")),
+             ("started", max((s for s in started if s), default=None))]
+    known = [f"{what} +{(when - created).total_seconds():.0f}s" for what, when in steps if when and created]
+    return f" ({', '.join(known)})" if known else ""
+

@@ -79,3 +79,41 @@ def test_any_other_rejection_is_not_a_missing_api(status: int, body: str, says: 
     verdict = probe_refusal(status, body)
     assert not verdict.field_refused
     assert says in verdict.message and str(status) in verdict.message
+
+
+def test_a_worker_asks_the_api_server_once_and_later_tests_skip_before_a_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refusal is the API server's, the same for every test of a behavior: the first test asks
+    (a dry run in its namespace), the next ones skip on that answer before making a namespace."""
+    from types import SimpleNamespace
+
+    from kubernetes.client.exceptions import ApiException
+
+    from clusters.provider import SwapNode
+    from e2e import test_workload_controlled_swap as wcs
+
+    monkeypatch.setattr(wcs, "_ANSWERS", {})
+    asked: list[str] = []
+
+    def dry_run(namespace: str, manifest: dict, dry_run: str, _request_timeout: int) -> None:
+        asked.append(namespace)
+        error = ApiException(status=422, reason="Unprocessable Entity")
+        error.body = V1_37_1
+        raise error
+
+    node = SwapNode("LimitedSwap", "kind", "ksc-mixed", "/k", "n1", "v1.37.1", "6.12", 8 << 30, 8 << 30, 4 << 30, True)
+    ws = SimpleNamespace(observer=SimpleNamespace(core=SimpleNamespace(create_namespaced_pod=dry_run)),
+                         image="img", namespace="ksc-a", test="t")
+    request = SimpleNamespace(config=None)
+    wcs.skip_where_limits_swap_was_refused(node, request)  # nothing known yet: no skip, no question
+    assert asked == []
+    with pytest.raises(pytest.skip.Exception, match="limits.swap"):
+        wcs.needs_limits_swap_api(ws, node, request)
+    assert asked == ["ksc-a"]
+    with pytest.raises(pytest.skip.Exception, match="limits.swap"):
+        wcs.skip_where_limits_swap_was_refused(node, request)  # the next test: before its namespace
+    with pytest.raises(pytest.skip.Exception):
+        wcs.needs_limits_swap_api(ws, node, request)
+    assert asked == ["ksc-a"], "asked the API server again"
+    other = SwapNode("NoSwap", "kind", "ksc-mixed", "/k", "n2", "v1.37.1", "6.12", 8 << 30, 8 << 30, 4 << 30, True)
+    wcs.skip_where_limits_swap_was_refused(other, request)  # another behavior asks for itself
+    assert asked == ["ksc-a"]
