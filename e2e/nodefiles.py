@@ -63,9 +63,9 @@ class NodeFiles:
         """As read, "" where the file does not exist (yet): `cat` prints what it could read."""
         return self._exec("cat", path, allowed=(0, 1))
 
-    def touch(self, path: str) -> None:
-        """Create an empty file inside the reader."""
-        self._exec("fill", "--path", path, "--bytes", "0")
+    def touch(self, *paths: str) -> None:
+        """Create empty files inside the reader, in one exec."""
+        self._exec("touch", *paths)
 
     def _exec(self, *argv: str, allowed: tuple[int, ...] = (0,), observer: NodeObserver | None = None,
               seconds: float = 120) -> str:

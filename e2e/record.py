@@ -42,6 +42,7 @@ class Series:
     swap_max: int | None = None
     ended: str = ""  # how the container ended, e.g. "OOMKilled (exit 137)"; "" if still running
     ended_at: float | None = None  # seconds since the first sample: finishedAt, whole seconds
+    oom_kills: int | None = None  # memory.events oom_kill in the container's cgroup (None: never read)
 
 
 class Recorder:

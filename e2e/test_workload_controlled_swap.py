@@ -27,7 +27,7 @@ from e2e import oracle
 from e2e.workspace import Workspace
 from e2e.gate import could_not_test
 from e2e.observe import wait_for
-from e2e.test_stress_outcomes import OVERHEAD_BOUND, STEP, allocated_before_kill
+from e2e.test_stress_outcomes import OOM_KILLED, OVERHEAD_BOUND, STEP, allocated_before_kill, killed_by_the_oom_killer
 from e2e.verdict import NO_LIMITS_SWAP_API
 from workloads.pods import GUARANTEED, STRESS, Mi, alloc_command, guaranteed_swap_pod, stress_pod
 
@@ -243,7 +243,8 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
     assert pod["status"]["qosClass"] == "Guaranteed", context
     assert ws.record.check("memory.swap.max", swap_max, series.swap_max if series.swap_max is not None else "max",
                            inputs), context
-    assert ws.record.check("termination reason", "OOMKilled", terminated.get("reason"), inputs), context
+    killed, how = killed_by_the_oom_killer(terminated, series)
+    assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context
     low = capacity - STEP - OVERHEAD_BOUND
     assert ws.record.check("allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max, less a step"
                            " and overhead)", allocated, inputs, ok=low <= allocated < capacity), context

@@ -63,18 +63,20 @@ class Workspace:
 
         return node_agent(self.observer, self.image)
 
-    def deploy_sampled(self, manifest: dict[str, Any], container: str = "stress", interval: str = "100ms") -> dict[str, Any]:
-        """Deploy a pod whose container's memory the node agent samples from its cgroup, every
+    def deploy_sampled(self, *manifests: dict[str, Any], container: str = "stress", interval: str = "100ms") -> None:
+        """Deploy pods whose container's memory the node agent samples from its cgroup, every
         `interval` of the first call, from when it starts until the test ends: the report plots it."""
         from e2e.sampler import CgroupSampler
 
         if self._sampler is None:
             self._sampler = CgroupSampler(self.node_files(), interval)
-        name = manifest["metadata"]["name"]
-        self.sampled.append((name, container))
-        self.deploy(manifest)
-        self._sampler.follow(self.observer.pod(self.namespace, name)["metadata"]["uid"])
-        return manifest
+        uids = []
+        for manifest in manifests:
+            name = manifest["metadata"]["name"]
+            self.sampled.append((name, container))
+            self.deploy(manifest)
+            uids.append(self.observer.pod(self.namespace, name)["metadata"]["uid"])
+        self._sampler.follow(*uids)
 
     def stop_sampling(self) -> dict[tuple[str, str], Series]:
         """Every sampled container's series so far (recorded for the report); sampling of this

@@ -237,9 +237,10 @@ class FakeObserver:
 
         w = self.world
         if argv[1] == "fill":
-            path = argv[argv.index("--path") + 1]
-            if not path.endswith("/stop"):
-                w.followed.append(path.rsplit("/pod", 1)[1].split("@")[0])
+            assert argv[argv.index("--path") + 1].endswith("/stop"), argv
+            return ExecResult("", "")
+        if argv[1] == "touch":  # pods to follow, all in one exec
+            w.followed.extend(path.rsplit("/pod", 1)[1].split("@")[0] for path in argv[2:])
             return ExecResult("", "")
         if argv[1] == "read-cgroups":
             return ExecResult(self.read_cgroups(argv[2:]), "")

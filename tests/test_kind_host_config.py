@@ -138,6 +138,14 @@ def test_accelerator_can_be_forced_and_rejects_nonsense(monkeypatch: pytest.Monk
     assert qemu.choose_accel() == qemu.Accel("tcg", "forced by KSC_VM_ACCEL=tcg")
     assert qemu.Accel("kvm", "").argv() == ["-accel", "kvm", "-cpu", "host"]
     qemu.choose_accel.cache_clear()
+    monkeypatch.delenv("KSC_VM_TCG_THREAD", raising=False)
+    monkeypatch.delenv("KSC_VM_TCG_TB_MIB", raising=False)
+    assert qemu.Accel("tcg", "").argv() == ["-accel", "tcg,thread=multi,tb-size=2048"]
+    monkeypatch.setenv("KSC_VM_TCG_TB_MIB", "512")
+    assert qemu.Accel("tcg", "").argv() == ["-accel", "tcg,thread=multi,tb-size=512"]
+    monkeypatch.setenv("KSC_VM_TCG_TB_MIB", "2G")
+    with pytest.raises(qemu.QemuError, match="a size in MiB"):
+        qemu.Accel("tcg", "").argv()
     monkeypatch.setenv("KSC_VM_ACCEL", "xen")
     with pytest.raises(qemu.QemuError, match="use kvm or tcg"):
         qemu.choose_accel()

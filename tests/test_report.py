@@ -47,6 +47,33 @@ def test_samples_are_the_containers_own_on_the_nodes_clock() -> None:
     assert parse_series(SAMPLER_OUTPUT, "x", "cccc", None).t == []
 
 
+def test_the_kernels_oom_kill_count_is_read_until_the_cgroup_goes() -> None:
+    """The eighth field, memory.events oom_kill, counts even in a sample whose memory.current
+    could no longer be read (the cgroup going away after the kill); an older agent writes seven."""
+    output = ("sample 1000 cri-containerd-bbbb.scope 1048576 0 8388608 0 0\n"
+              "sample 1100 cri-containerd-bbbb.scope 8388608 0 8388608 0 0\n"
+              "sample 1200 cri-containerd-bbbb.scope - - - - 1\n"
+              "sample 1200 cri-containerd-aaaa.scope 100 - max - 3\n")
+    series = parse_series(output, "guaranteed/stress", "bbbb", {"reason": "Error", "exitCode": 137})
+    assert series.current == [1048576, 8388608] and series.oom_kills == 1
+    assert parse_series(SAMPLER_OUTPUT, "beyond/stress", "bbbb", None).oom_kills is None
+
+
+def test_an_oom_kill_is_the_runtimes_reason_or_the_kernels_count() -> None:
+    from e2e.test_stress_outcomes import killed_by_the_oom_killer
+
+    counted, uncounted, unread = (Series("g/stress", oom_kills=1), Series("g/stress", oom_kills=0),
+                                  Series("g/stress"))
+    assert killed_by_the_oom_killer({"reason": "OOMKilled", "exitCode": 137}, unread) == (
+        True, "OOMKilled (exit 137), memory.events oom_kill not read")
+    # containerd missed the OOM event (kind run 22): the kernel's count says what happened
+    assert killed_by_the_oom_killer({"reason": "Error", "exitCode": 137}, counted) == (
+        True, "Error (exit 137), memory.events oom_kill 1")
+    assert not killed_by_the_oom_killer({"reason": "Error", "exitCode": 137}, uncounted)[0]  # a SIGKILL, not the OOM killer
+    assert not killed_by_the_oom_killer({"reason": "Error", "exitCode": 137}, unread)[0]
+    assert not killed_by_the_oom_killer({"reason": "Completed", "exitCode": 0}, counted)[0]  # a child killed, the container not
+
+
 def results_and_records() -> report.Run:
     results = [
         Result("e2e/test_cgroup_limits.py::test_memory_swap_max[NoSwap-burstable]", "NoSwap", "passed"),

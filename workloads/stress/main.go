@@ -9,6 +9,7 @@
 //	swapstress forkspike --hold SIZE ... [--exec PATH ARGS...]   hold, fork, dirty the copy, exec
 //	swapstress fill --path FILE --bytes SIZE [--hold]   write a file (e.g. on tmpfs)
 //	swapstress cat FILE...                 print files (cgroup files through kubectl exec)
+//	swapstress touch FILE...               create empty files
 //	swapstress mountinfo                   print /proc/self/mountinfo
 //	swapstress true                        exit 0 (a cheap exec target)
 //	swapstress resident FILE...            bytes of each file resident in memory (mincore)
@@ -38,6 +39,7 @@ var commands = map[string]command{
 	"forkspike":      {runForkSpike, "hold memory, fork, dirty the child's copy, exec (static C helper)"},
 	"fill":           {runFill, "write BYTES into a file, fsync, optionally hold"},
 	"cat":            {runCat, "print files"},
+	"touch":          {runTouch, "create empty files"},
 	"mountinfo":      {runMountinfo, "print /proc/self/mountinfo"},
 	"true":           {func([]string) error { return nil }, "exit 0"},
 	"read-cgroups":   {runReadCgroups, "print files of many cgroups (and /proc/meminfo) as one JSON document"},
@@ -54,7 +56,7 @@ func emit(format string, args ...any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: swapstress COMMAND [flags]")
-	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "mountinfo", "true", "resident", "probe-noswap", "read-cgroups", "sample-cgroups"} {
+	for _, name := range []string{"pause", "sleep", "alloc", "forkspike", "fill", "cat", "touch", "mountinfo", "true", "resident", "probe-noswap", "read-cgroups", "sample-cgroups"} {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

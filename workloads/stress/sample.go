@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// sampleFiles are read from every container cgroup of the followed pod, in this order.
+// sampleFiles are read from every container cgroup of the followed pod, in this order; then
+// memory.events' oom_kill count (oomKills).
 var sampleFiles = []string{"memory.current", "memory.swap.current", "memory.max", "memory.swap.max"}
 
 // runSampleCgroups samples the memory of pods' containers from the node's cgroup tree.
@@ -266,7 +267,25 @@ func sampleChildren(dir string, now time.Time) ([]string, error) {
 			}
 			fields = append(fields, value)
 		}
+		fields = append(fields, oomKills(filepath.Join(dir, name, "memory.events")))
 		rows = append(rows, strings.Join(fields, " "))
 	}
 	return rows, nil
+}
+
+// oomKills is the oom_kill count of a memory.events file, "-" if it cannot be read: the
+// kernel's own record that the OOM killer killed in that cgroup, kept by the sample taken just
+// before the cgroup goes away (the runtime's "OOMKilled" reason can miss the kill: containerd
+// reported "Error", exit 137, for a container the OOM killer had killed, kind run 22).
+func oomKills(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "-"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, found := strings.CutPrefix(line, "oom_kill "); found {
+			return strings.TrimSpace(value)
+		}
+	}
+	return "-"
 }

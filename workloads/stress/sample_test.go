@@ -25,6 +25,7 @@ func TestSampleChildrenReadsEveryContainerInNameOrder(t *testing.T) {
 	write(t, filepath.Join(pod, "cri-containerd-bbb.scope", "memory.current"), "100\n")
 	write(t, filepath.Join(pod, "cri-containerd-bbb.scope", "memory.swap.current"), "7\n")
 	write(t, filepath.Join(pod, "cri-containerd-bbb.scope", "memory.max"), "max\n")
+	write(t, filepath.Join(pod, "cri-containerd-bbb.scope", "memory.events"), "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n")
 	write(t, filepath.Join(pod, "cri-containerd-aaa.scope", "memory.current"), "5\n")
 	write(t, filepath.Join(pod, "memory.current"), "105\n") // the pod's own files are not a container
 
@@ -39,8 +40,8 @@ func TestSampleChildrenReadsEveryContainerInNameOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"sample 1234 cri-containerd-aaa.scope 5 - - -",
-		"sample 1234 cri-containerd-bbb.scope 100 7 max -",
+		"sample 1234 cri-containerd-aaa.scope 5 - - - -",
+		"sample 1234 cri-containerd-bbb.scope 100 7 max - 1",
 	}
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
@@ -203,5 +204,21 @@ func TestAPodWhoseCgroupAppearsLaterIsFoundAndSampled(t *testing.T) {
 	waitStopped(t, done, "the late pod's cgroup went away")
 	if text := out.String(); !strings.Contains(text, " c1 7 ") || !strings.HasSuffix(text, "stopped reason=gone\n") {
 		t.Fatalf("output %q", text)
+	}
+}
+
+func TestTouchCreatesEveryFileInOneCall(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "poda@500ms"), filepath.Join(dir, "podb@500ms")
+	if err := runTouch([]string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{a, b} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := runTouch(nil); err == nil {
+		t.Fatal("touch without files succeeded")
 	}
 }
