@@ -202,6 +202,24 @@ class NodeObserver:
         )
         return json.loads(response.data)["items"]
 
+    def eviction_events(self) -> dict[str, str]:
+        """When the kubelet decided each eviction it made (`namespace/pod` -> the earliest
+        "Evicted" event's firstTimestamp, whole seconds): evictPod records the event before it
+        kills the pod, where the pod's DisruptionTarget condition is stamped when its status is
+        written, which can come later for a pod slower to die."""
+        response = self.core.list_event_for_all_namespaces(field_selector="reason=Evicted,involvedObject.kind=Pod",
+                                                           _preload_content=False)
+        decided: dict[str, str] = {}
+        for event in json.loads(response.data)["items"]:
+            involved, source = event.get("involvedObject") or {}, event.get("source") or {}
+            if source.get("component") != "kubelet" or source.get("host") not in (None, self.node.name):
+                continue
+            key = f"{involved.get('namespace')}/{involved.get('name')}"
+            at = event.get("firstTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp") or ""
+            if at and (key not in decided or at < decided[key]):
+                decided[key] = at
+        return decided
+
     def wait_running(self, namespace: str, name: str, seconds: float = POD_START_SECONDS) -> dict[str, Any]:
         """Until every container runs; a pod that failed or cannot start fails at once."""
         seen: dict[str, Any] = {}

@@ -32,7 +32,11 @@ def parse_series(output: str, name: str, cgroup_part: str, terminated: dict[str,
     if not mine:
         return Series(name, ended=_ended(terminated))
     start = int(mine[0][1])
-    last = mine[-1]
+    # The limits as last read: the last row may have lost the later files to the cgroup going
+    # away (kind run 23: memory.current read, memory.swap.max not, in a killed container's
+    # last sample).
+    memory_max = next((r[5] for r in reversed(mine) if r[5] != "-"), "-")
+    swap_max = next((r[6] for r in reversed(mine) if r[6] != "-"), "-")
     ended_at = None
     if terminated and terminated.get("finishedAt"):
         finished = datetime.fromisoformat(str(terminated["finishedAt"]).replace("Z", "+00:00"))
@@ -42,8 +46,8 @@ def parse_series(output: str, name: str, cgroup_part: str, terminated: dict[str,
         t=[(int(r[1]) - start) / 1000 for r in mine],
         current=[int(r[3]) for r in mine],
         swap=[_number(r[4]) for r in mine],
-        memory_max=_number(last[5]),
-        swap_max=_number(last[6]),
+        memory_max=_number(memory_max),
+        swap_max=_number(swap_max),
         ended=_ended(terminated),
         ended_at=ended_at,
         oom_kills=max(kills, default=None),

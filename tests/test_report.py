@@ -56,6 +56,19 @@ def test_the_kernels_oom_kill_count_is_read_until_the_cgroup_goes() -> None:
               "sample 1200 cri-containerd-aaaa.scope 100 - max - 3\n")
     series = parse_series(output, "guaranteed/stress", "bbbb", {"reason": "Error", "exitCode": 137})
     assert series.current == [1048576, 8388608] and series.oom_kills == 1
+    assert (series.memory_max, series.swap_max) == (8388608, 0)
+
+
+def test_the_limits_are_the_last_ones_read_not_a_last_sample_cut_short() -> None:
+    """kind run 23: the killed container's last sample read memory.current but not
+    memory.swap.max (the cgroup going away), and the swap limit became "max"."""
+    output = ("sample 1000 cri-containerd-bbbb.scope 1048576 0 8388608 0 0\n"
+              "sample 1100 cri-containerd-bbbb.scope 8388608 0 - - -\n")
+    series = parse_series(output, "guaranteed/stress", "bbbb", None)
+    assert series.current == [1048576, 8388608]
+    assert (series.memory_max, series.swap_max) == (8388608, 0)
+    unlimited = parse_series("sample 1000 cri-containerd-bbbb.scope 5 - max max -\n", "b/stress", "bbbb", None)
+    assert (unlimited.memory_max, unlimited.swap_max) == (None, None)  # "max" read: unlimited
     assert parse_series(SAMPLER_OUTPUT, "beyond/stress", "bbbb", None).oom_kills is None
 
 
