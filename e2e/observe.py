@@ -298,6 +298,24 @@ class NodeObserver:
 
         return wait_for(f"{namespace}/{pod}/{container} to terminate", probe, seconds, lambda: self._state(seen))
 
+    def wait_terminated_or_printed(self, namespace: str, pod: str, container: str, line: str,
+                                   seconds: float = POD_START_SECONDS) -> dict[str, Any] | None:
+        """The container's terminated state once it ends, or None as soon as its log has `line`
+        (while it still runs): what a container that should have been killed prints when it was not."""
+        seen: dict[str, Any] = {}
+
+        def probe() -> tuple[dict[str, Any] | None] | None:
+            seen.clear()
+            seen.update(self.pod(namespace, pod))
+            terminated = self.terminated(seen, container)
+            if terminated:
+                return (terminated,)
+            running = any(cs.get("name") == container and "running" in (cs.get("state") or {})
+                          for cs in (seen.get("status") or {}).get("containerStatuses") or [])
+            return (None,) if running and line in self.log(namespace, pod, container).splitlines() else None
+
+        return wait_for(f"{namespace}/{pod}/{container} to terminate", probe, seconds, lambda: self._state(seen))[0]
+
     # --- inside containers ----------------------------------------------------------------------
 
     def exec(self, namespace: str, pod: str, container: str, argv: list[str], allowed: tuple[int, ...] = (0,),

@@ -70,6 +70,23 @@ def killed_by_the_oom_killer(terminated: dict[str, Any], series: Series) -> tupl
             f"{reason} (exit {code}), memory.events oom_kill {kills}")
 
 
+def ended_before_holding(ws: Workspace, pod: str, target: int, inputs: str) -> dict[str, Any]:
+    """The terminated state of a sampled container whose allocation of `target` its limits make
+    impossible. One that prints `holding <target>` allocated all of it and was not killed: the
+    test fails then, with what its cgroup showed, rather than at the end of the wait (a kubelet
+    that gave a Guaranteed pod swap kept it running until the 600 s bound, mutant 05)."""
+    terminated = ws.observer.wait_terminated_or_printed(ws.namespace, pod, "stress", f"holding {target}")
+    if terminated is not None:
+        return terminated
+    series = ws.samples(pod)
+    swapped = max((s for s in series.swap if s is not None), default=None)
+    observed = (f"still running, holding all {target} bytes (memory.max {series.memory_max or 'max'},"
+                f" memory.swap.max {series.swap_max if series.swap_max is not None else 'max'},"
+                f" memory.swap.current up to {swapped})")
+    ws.record.check("killed by the OOM killer", OOM_KILLED, observed, inputs, ok=False)
+    pytest.fail(f"{pod}: {OOM_KILLED} expected; {observed}\n" + ws.explain(pod), pytrace=False)
+
+
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     ws = workspace(swap_node)
@@ -77,7 +94,7 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
     target = size.limit + size.swap_limit + 32 * Mi
     requests, limits = size.resources()
     ws.deploy_sampled(stress_pod("beyond", ws.image, ws.namespace, ws.test, alloc_command(target, step=STEP), requests, limits))
-    terminated = ws.observer.wait_terminated(ws.namespace, "beyond", "stress")
+    terminated = ended_before_holding(ws, "beyond", target, f"{size}, target {target}")
     allocated = allocated_before_kill(ws.observer.log(ws.namespace, "beyond", "stress"))
     capacity = size.limit + oracle.readback_bytes(size.swap_limit)  # memory.max + memory.swap.max
     context = (f"{size}, target {target}, last allocated {allocated}, limit + swap.max {capacity}"
@@ -107,7 +124,7 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     resources = {"memory": size.limit, "cpu": GUARANTEED["cpu"]}
     command = alloc_command(target, step=STEP, interval="250ms")
     ws.deploy_sampled(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, command, resources, resources))
-    terminated = ws.observer.wait_terminated(ws.namespace, "guaranteed", "stress")
+    terminated = ended_before_holding(ws, "guaranteed", target, f"limit {size.limit}, target {target}")
     series = ws.samples("guaranteed")  # memory.current / memory.swap.current every 100 ms until the kill
     pod = ws.observer.pod(ws.namespace, "guaranteed")
     samples = list(zip(series.current, series.swap))

@@ -27,7 +27,8 @@ from e2e import oracle
 from e2e.workspace import Workspace
 from e2e.gate import could_not_test
 from e2e.observe import wait_for
-from e2e.test_stress_outcomes import OOM_KILLED, OVERHEAD_BOUND, STEP, allocated_before_kill, killed_by_the_oom_killer
+from e2e.test_stress_outcomes import (OOM_KILLED, OVERHEAD_BOUND, STEP, allocated_before_kill, ended_before_holding,
+                                      killed_by_the_oom_killer)
 from e2e.verdict import NO_LIMITS_SWAP_API
 from workloads.pods import GUARANTEED, STRESS, Mi, alloc_command, guaranteed_swap_pod, stress_pod
 
@@ -230,7 +231,8 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
     # A slow interval leaves several samples of each step, the last one included.
     command = alloc_command(target, step=STEP, interval="250ms")
     ws.deploy_sampled(guaranteed_swap_pod("swapping-guaranteed", ws.image, ws.namespace, ws.test, MEMORY, SWAP, command))
-    terminated = ws.observer.wait_terminated(ws.namespace, "swapping-guaranteed", "stress")
+    terminated = ended_before_holding(ws, "swapping-guaranteed", target,
+                                      f"Guaranteed, memory {MEMORY}, limits.swap {SWAP}, target {target}")
     series = ws.samples("swapping-guaranteed")
     pod = ws.observer.pod(ws.namespace, "swapping-guaranteed")
     allocated = allocated_before_kill(ws.observer.log(ws.namespace, "swapping-guaranteed", "stress"))
