@@ -304,6 +304,8 @@ class NodeObserver:
         (while it still runs): what a container that should have been killed prints when it was not."""
         seen: dict[str, Any] = {}
 
+        # The answer is wrapped: wait_for takes None for "not yet", and None is an answer here.
+        # The log is read only once the container runs (before, the API server answers 400).
         def probe() -> tuple[dict[str, Any] | None] | None:
             seen.clear()
             seen.update(self.pod(namespace, pod))
