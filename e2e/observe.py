@@ -288,16 +288,6 @@ class NodeObserver:
                 return (cs.get("state") or {}).get("terminated")
         return None
 
-    def wait_terminated(self, namespace: str, pod: str, container: str, seconds: float = POD_START_SECONDS) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-
-        def probe() -> dict[str, Any] | None:
-            seen.clear()
-            seen.update(self.pod(namespace, pod))
-            return self.terminated(seen, container)
-
-        return wait_for(f"{namespace}/{pod}/{container} to terminate", probe, seconds, lambda: self._state(seen))
-
     def wait_terminated_or_printed(self, namespace: str, pod: str, container: str, line: str,
                                    seconds: float = POD_START_SECONDS) -> dict[str, Any] | None:
         """The container's terminated state once it ends, or None as soon as its log has `line`

@@ -80,7 +80,7 @@ def ended_before_holding(ws: Workspace, pod: str, target: int, inputs: str) -> d
         return terminated
     series = ws.samples(pod)
     swapped = max((s for s in series.swap if s is not None), default=None)
-    observed = (f"still running, holding all {target} bytes (memory.max {series.memory_max or 'max'},"
+    observed = (f"still running, holding all {target} bytes (memory.max {series.memory_max if series.memory_max is not None else 'max'},"
                 f" memory.swap.max {series.swap_max if series.swap_max is not None else 'max'},"
                 f" memory.swap.current up to {swapped})")
     ws.record.check("killed by the OOM killer", OOM_KILLED, observed, inputs, ok=False)

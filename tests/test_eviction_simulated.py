@@ -382,4 +382,3 @@ def test_the_order_is_the_kubelets_decisions_not_when_each_pod_was_marked(monkey
     the next pod's mark, passes: the order is its "Evicted" events' (kind run 23)."""
     world = run("NoSwap", "kind", "late-marks", monkeypatch)
     assert [k.split("/")[1] for k in evicted(world) if k.startswith("ns/")]  # the episode happened
-
