@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from e2e.apitime import api_time
+
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -98,11 +100,10 @@ def reported_from_prometheus(level: str, sample: Sample | None) -> Reported:
 def reported_from_summary(level: str, value: float | None, time: str | None) -> Reported:
     """A /stats/summary figure: its `time` is RFC 3339 in whole seconds (metav1.Time), so the
     read lies up to a second after it too."""
-    from datetime import datetime
-
-    if value is None or not time:
+    moment = api_time(time)
+    if value is None or moment is None:
         return Reported(level, value, *UNPLACED)
-    stamp = int(datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp() * 1000)
+    stamp = int(moment.timestamp() * 1000)
     return Reported(level, value, stamp - STAMPED_AFTER_READ_MS, stamp + 1000)
 
 

@@ -6,10 +6,10 @@ and memory.swap.max the kubelet wrote."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from e2e.agent import FOLLOW, SAMPLES
+from e2e.apitime import api_time
 from e2e.record import Series
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ def parse_series(output: str, name: str, cgroup_part: str, terminated: dict[str,
     memory_max = next((r[5] for r in reversed(mine) if r[5] != "-"), "-")
     swap_max = next((r[6] for r in reversed(mine) if r[6] != "-"), "-")
     ended_at = None
-    if terminated and terminated.get("finishedAt"):
-        finished = datetime.fromisoformat(str(terminated["finishedAt"]).replace("Z", "+00:00"))
+    finished = api_time((terminated or {}).get("finishedAt"))
+    if finished:
         ended_at = finished.timestamp() - start / 1000
     return Series(
         name,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.provider import SwapNode
 from e2e.alone import burst
+from e2e.apitime import api_time
 from e2e.observe import NodeObserver
 from e2e.record import Recorder, Series
 
@@ -126,16 +127,11 @@ def start_breakdown(pod: dict[str, Any]) -> str:
     " (scheduled +0s, sandbox +41s, started +52s)" after its creation; "" where it has none. A
     slow start on an emulated node then says whether the scheduler, the sandbox (runtime and
     CNI) or the containers were slow."""
-    from datetime import datetime
-
-    def at(stamp: object) -> datetime | None:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
-
-    created = at(pod.get("metadata", {}).get("creationTimestamp"))
+    created = api_time(pod.get("metadata", {}).get("creationTimestamp"))
     status = pod.get("status") or {}
-    conditions = {c.get("type"): at(c.get("lastTransitionTime")) for c in status.get("conditions") or []
+    conditions = {c.get("type"): api_time(c.get("lastTransitionTime")) for c in status.get("conditions") or []
                   if c.get("status") == "True"}
-    started = [at(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+    started = [api_time(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
                for cs in status.get("containerStatuses") or []]
     steps = [("scheduled", conditions.get("PodScheduled")), ("sandbox", conditions.get("PodReadyToStartContainers")),
              ("started", max((s for s in started if s), default=None))]

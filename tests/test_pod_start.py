@@ -23,3 +23,12 @@ def test_the_start_is_split_at_scheduling_the_sandbox_and_the_last_container() -
 def test_a_pod_without_stamps_adds_nothing() -> None:
     assert start_breakdown({}) == ""
     assert start_breakdown(_pod([], [])) == ""
+
+
+def test_api_timestamps_are_utc_moments_and_none_stays_none() -> None:
+    from datetime import datetime, timezone
+
+    from e2e.apitime import api_time
+
+    assert api_time("2026-11-26T10:02:30Z") == datetime(2026, 11, 26, 10, 2, 30, tzinfo=timezone.utc)
+    assert api_time(None) is None and api_time("") is None
