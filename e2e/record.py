@@ -44,6 +44,16 @@ class Series:
     ended_at: float | None = None  # seconds since the first sample: finishedAt, whole seconds
     oom_kills: int | None = None  # memory.events oom_kill in the container's cgroup (None: never read)
 
+    @property
+    def memory_max_as_read(self) -> int | str:
+        """memory.max as the cgroup file reads it: "max" where unlimited."""
+        return "max" if self.memory_max is None else self.memory_max
+
+    @property
+    def swap_max_as_read(self) -> int | str:
+        """memory.swap.max as the cgroup file reads it: "max" where unlimited."""
+        return "max" if self.swap_max is None else self.swap_max
+
 
 class Recorder:
     """Appends records to a test item's user properties."""

@@ -80,8 +80,8 @@ def ended_before_holding(ws: Workspace, pod: str, target: int, inputs: str) -> d
         return terminated
     series = ws.samples(pod)
     swapped = max((s for s in series.swap if s is not None), default=None)
-    observed = (f"still running, holding all {target} bytes (memory.max {series.memory_max if series.memory_max is not None else 'max'},"
-                f" memory.swap.max {series.swap_max if series.swap_max is not None else 'max'},"
+    observed = (f"still running, holding all {target} bytes (memory.max {series.memory_max_as_read},"
+                f" memory.swap.max {series.swap_max_as_read},"
                 f" memory.swap.current up to {swapped})")
     ws.record.check("killed by the OOM killer", OOM_KILLED, observed, inputs, ok=False)
     pytest.fail(f"{pod}: {OOM_KILLED} expected; {observed}\n" + ws.explain(pod), pytrace=False)
@@ -135,7 +135,7 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     killed, how = killed_by_the_oom_killer(terminated, series)
     assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context
     assert any(current > size.limit // 2 for current, _ in samples), "no sample while it filled: " + context
-    assert ws.record.check("memory.swap.max", 0, series.swap_max if series.swap_max is not None else "max", inputs), context
+    assert ws.record.check("memory.swap.max", 0, series.swap_max_as_read, inputs), context
     # A sample whose memory.swap.current could not be read was taken as the killed container's
     # cgroup went away (seen on kind: the last one, memory.current still read): it holds no
     # figure, neither 0 nor another. Every sample with one must read 0, and there must be some.

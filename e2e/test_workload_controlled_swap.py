@@ -243,7 +243,7 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
                f" {len(series.swap)} samples: {terminated}\n" + ws.explain("swapping-guaranteed"))
     inputs = f"Guaranteed, memory {MEMORY}, limits.swap {SWAP}, target {target}"
     assert pod["status"]["qosClass"] == "Guaranteed", context
-    assert ws.record.check("memory.swap.max", swap_max, series.swap_max if series.swap_max is not None else "max",
+    assert ws.record.check("memory.swap.max", swap_max, series.swap_max_as_read,
                            inputs), context
     killed, how = killed_by_the_oom_killer(terminated, series)
     assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context

@@ -63,3 +63,11 @@ def test_no_log_is_read_before_the_container_runs() -> None:
     with pytest.raises(WaitTimeout):
         observer.wait_terminated_or_printed("ns", "guaranteed", "stress", "holding 8388608", seconds=1)
     assert observer.logs_read == 0
+
+
+def test_a_series_shows_its_limits_as_the_cgroup_files_read_them() -> None:
+    from e2e.record import Series
+
+    assert (Series("p/c").memory_max_as_read, Series("p/c").swap_max_as_read) == ("max", "max")
+    limited = Series("p/c", memory_max=161480704, swap_max=0)
+    assert (limited.memory_max_as_read, limited.swap_max_as_read) == (161480704, 0)
