@@ -70,6 +70,18 @@ def killed_by_the_oom_killer(terminated: dict[str, Any], series: Series) -> tupl
             f"{reason} (exit {code}), memory.events oom_kill {kills}")
 
 
+START_FILE = "/start-now"  # in the container's writable layer: alloc_command(start_when=...) waits for it
+
+
+def start_once_sampled(ws: Workspace, pod: str) -> None:
+    """Let a gated allocation start once the node agent samples its container: killed within
+    seconds, it must still have been seen filling (Workspace.wait_sampled)."""
+    ws.running(pod)
+    ws.observer.wait_log_line(ws.namespace, pod, "stress", "waiting path=")
+    ws.wait_sampled(pod)
+    ws.observer.exec(ws.namespace, pod, "stress", [STRESS, "fill", "--path", START_FILE, "--bytes", "1"])
+
+
 def ended_before_holding(ws: Workspace, pod: str, target: int, inputs: str) -> dict[str, Any]:
     """The terminated state of a sampled container whose allocation of `target` its limits make
     impossible. One that prints `holding <target>` allocated all of it and was not killed: the
@@ -93,7 +105,9 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit + 32 * Mi
     requests, limits = size.resources()
-    ws.deploy_sampled(stress_pod("beyond", ws.image, ws.namespace, ws.test, alloc_command(target, step=STEP), requests, limits))
+    command = alloc_command(target, step=STEP, start_when=START_FILE)
+    ws.deploy_sampled(stress_pod("beyond", ws.image, ws.namespace, ws.test, command, requests, limits))
+    start_once_sampled(ws, "beyond")
     terminated = ended_before_holding(ws, "beyond", target, f"{size}, target {target}")
     allocated = allocated_before_kill(ws.observer.log(ws.namespace, "beyond", "stress"))
     capacity = size.limit + oracle.readback_bytes(size.swap_limit)  # memory.max + memory.swap.max
@@ -122,8 +136,9 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     # allocation (at 10m it took minutes on an emulated node). A slow interval leaves time to
     # sample the cgroup while it fills.
     resources = {"memory": size.limit, "cpu": GUARANTEED["cpu"]}
-    command = alloc_command(target, step=STEP, interval="250ms")
+    command = alloc_command(target, step=STEP, interval="250ms", start_when=START_FILE)
     ws.deploy_sampled(stress_pod("guaranteed", ws.image, ws.namespace, ws.test, command, resources, resources))
+    start_once_sampled(ws, "guaranteed")
     terminated = ended_before_holding(ws, "guaranteed", target, f"limit {size.limit}, target {target}")
     series = ws.samples("guaranteed")  # memory.current / memory.swap.current every 100 ms until the kill
     pod = ws.observer.pod(ws.namespace, "guaranteed")
@@ -194,7 +209,6 @@ def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Wo
             assert memory_events(ws, "spike")["oom_kill"] >= 1, context
 
 
-START_FILE = "/start-now"  # in the container's writable layer
 HOLD_SECONDS = 40  # held this long after reaching its target: four of the kubelet's 10 s eviction rounds
 
 

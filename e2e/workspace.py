@@ -31,6 +31,9 @@ def observer_of(node: SwapNode) -> NodeObserver:
     return _observers[key]
 
 
+SAMPLED_SECONDS = 120  # an exec into the agent, and its next look for new cgroups
+
+
 @dataclass
 class Workspace:
     """One test's namespace on one node, the workload image there, and the node's observer."""
@@ -99,6 +102,28 @@ class Workspace:
             self.record.series(found[(pod, container)])
         self.sampled = []
         return found
+
+    def wait_sampled(self, pod: str, container: str = "stress", seconds: float = SAMPLED_SECONDS) -> None:
+        """Until the node agent has a sample of this running container's cgroup (bounded).
+        Following a pod is an exec into the agent, 10-40 s on a loaded emulated node: a container
+        that runs and dies within that time (an allocation OOM-killed in 18 s, kind run 30) is
+        never sampled. So a workload that must be seen starts behind a file (alloc_command
+        start_when) that the test writes once this returns."""
+        from e2e.observe import wait_for
+
+        assert self._sampler is not None and (pod, container) in self.sampled, f"{pod}/{container} is not sampled"
+        cgroup_part = self._container_ids.get((pod, container), "").rpartition("://")[2]
+        assert cgroup_part, f"{pod}/{container}: no container id yet (ws.running first)"
+        seen = {"rows": 0}
+
+        def probe() -> bool | None:
+            rows = [line for line in self._sampler.samples().splitlines()
+                    if line.startswith("sample ") and cgroup_part in line]
+            seen["rows"] = len(rows)
+            return True if rows else None
+
+        wait_for(f"the node agent to sample {pod}/{container}", probe, seconds,
+                 lambda: f"{seen['rows']} samples of cgroup {cgroup_part}")
 
     def samples(self, pod: str, container: str = "stress") -> Series:
         """Stop sampling and return that container's series (every sampled one is recorded)."""
