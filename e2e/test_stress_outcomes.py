@@ -79,6 +79,11 @@ def start_once_sampled(ws: Workspace, pod: str) -> None:
     ws.running(pod)
     ws.observer.wait_log_line(ws.namespace, pod, "stress", "waiting path=")
     ws.wait_sampled(pod)
+    start(ws, pod)
+
+
+def start(ws: Workspace, pod: str) -> None:
+    """Write the start file a gated allocation (alloc_command start_when) waits for."""
     ws.observer.exec(ws.namespace, pod, "stress", [STRESS, "fill", "--path", START_FILE, "--bytes", "1"])
 
 
@@ -241,7 +246,7 @@ def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode
     swap_max = ws.observer.cgroup_value(ws.namespace, "overcommit", "stress", "memory.swap.max")
     assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, str(size)), (
         f"not starting the allocation of {size.target}: " + ws.explain("overcommit"))
-    ws.observer.exec(ws.namespace, "overcommit", "stress", [STRESS, "fill", "--path", START_FILE, "--bytes", "1"])
+    start(ws, "overcommit")
     ws.observer.wait_log_line(ws.namespace, "overcommit", "stress", f"holding {size.target}")
     time.sleep(HOLD_SECONDS)
     cgroup = {name: ws.observer.cgroup_value(ws.namespace, "overcommit", "stress", name)

@@ -110,20 +110,20 @@ class Workspace:
         never sampled. So a workload that must be seen starts behind a file (alloc_command
         start_when) that the test writes once this returns."""
         from e2e.observe import wait_for
+        from e2e.sampler import parse_series
 
-        assert self._sampler is not None and (pod, container) in self.sampled, f"{pod}/{container} is not sampled"
+        sampler = self._sampler
+        assert sampler is not None and (pod, container) in self.sampled, f"{pod}/{container} is not sampled"
         cgroup_part = self._container_ids.get((pod, container), "").rpartition("://")[2]
         assert cgroup_part, f"{pod}/{container}: no container id yet (ws.running first)"
-        seen = {"rows": 0}
+        seen = {"samples": 0}
 
         def probe() -> bool | None:
-            rows = [line for line in self._sampler.samples().splitlines()
-                    if line.startswith("sample ") and cgroup_part in line]
-            seen["rows"] = len(rows)
-            return True if rows else None
+            seen["samples"] = len(parse_series(sampler.samples(), f"{pod}/{container}", cgroup_part, None).t)
+            return True if seen["samples"] else None
 
         wait_for(f"the node agent to sample {pod}/{container}", probe, seconds,
-                 lambda: f"{seen['rows']} samples of cgroup {cgroup_part}")
+                 lambda: f"{seen['samples']} samples of cgroup {cgroup_part}")
 
     def samples(self, pod: str, container: str = "stress") -> Series:
         """Stop sampling and return that container's series (every sampled one is recorded)."""
