@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from clusters.provider import SwapNode
 from e2e.alone import burst
 from e2e.apitime import api_time
-from e2e.observe import NodeObserver
+from e2e.observe import NodeObserver, wait_for
 from e2e.record import Recorder, Series
+from e2e.sampler import CgroupSampler, parse_series
 
 if TYPE_CHECKING:
     from e2e.nodefiles import NodeFiles
-    from e2e.sampler import CgroupSampler
 
 _observers: dict[tuple[str, str], NodeObserver] = {}
 
@@ -70,8 +70,6 @@ class Workspace:
     def deploy_sampled(self, *manifests: dict[str, Any], container: str = "stress", interval: str = "100ms") -> None:
         """Deploy pods whose container's memory the node agent samples from its cgroup, every
         `interval` of the first call, from when it starts until the test ends: the report plots it."""
-        from e2e.sampler import CgroupSampler
-
         if self._sampler is None:
             self._sampler = CgroupSampler(self.node_files(), interval)
         uids = []
@@ -85,8 +83,6 @@ class Workspace:
     def stop_sampling(self) -> dict[tuple[str, str], Series]:
         """Every sampled container's series so far (recorded for the report); sampling of this
         test's pods is over."""
-        from e2e.sampler import parse_series
-
         if self._sampler is None:
             return {}
         output = self._sampler.samples()
@@ -109,9 +105,6 @@ class Workspace:
         that runs and dies within that time (an allocation OOM-killed in 18 s, kind run 30) is
         never sampled. So a workload that must be seen starts behind a file (alloc_command
         start_when) that the test writes once this returns."""
-        from e2e.observe import wait_for
-        from e2e.sampler import parse_series
-
         sampler = self._sampler
         assert sampler is not None and (pod, container) in self.sampled, f"{pod}/{container} is not sampled"
         cgroup_part = self._container_ids.get((pod, container), "").rpartition("://")[2]
