@@ -39,6 +39,11 @@ class Moment:
     taint: bool
     node_memory: dict[str, Any] = field(default_factory=dict)  # the summary's node.memory, its sample time included
 
+    def unranked(self) -> list[str]:
+        """Active pods /stats/summary gave no working set for: the eviction manager ranks such a
+        pod first (no stats) or as within its request (usage 0), whatever it really holds."""
+        return sorted(k for k in self.pods if k not in self.working_set)
+
 
 @dataclass
 class Eviction:
