@@ -150,28 +150,3 @@ def test_switching_a_kubelet_to_workload_controlled_swap_sets_its_gate():
     plain = {"memorySwap": {"swapBehavior": "NoSwap"}}
     switch_behavior(plain, "LimitedSwap")
     assert plain == {"memorySwap": {"swapBehavior": "LimitedSwap"}}
-
-
-def test_an_emulated_node_gets_the_kind_emulated_profile_for_its_control_plane_only():
-    """Under TCG the control plane runs on one Go thread each with ECDSA keys, as on the emulated
-    kind host; the kubelet (under test) is the same document as on KVM."""
-    plain, emulated = (_docs(node.kubeadm_config("v1.37.1", "LimitedSwap", emulated=e)[0]) for e in (False, True))
-    assert emulated["KubeletConfiguration"] == plain["KubeletConfiguration"]
-    assert emulated["InitConfiguration"] == plain["InitConfiguration"]
-    cluster = emulated["ClusterConfiguration"]
-    assert cluster["encryptionAlgorithm"] == "ECDSA-P256" and "encryptionAlgorithm" not in plain["ClusterConfiguration"]
-    one = [{"name": "GOMAXPROCS", "value": "1"}]
-    assert [cluster[c]["extraEnvs"] for c in ("apiServer", "controllerManager", "scheduler")] == [one] * 3
-    assert cluster["etcd"]["local"]["extraEnvs"] == one
-    assert cluster["controllerManager"]["extraArgs"] == plain["ClusterConfiguration"]["controllerManager"]["extraArgs"]
-
-
-def test_containerd_collects_cpu_stats_every_10s_only_when_asked():
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-
-    runtime = "io.containerd.cri.v1.runtime"
-    assert guestfiles.containerd_config("p") == guestfiles.CONTAINERD_CONFIG.format(pause_ref="p")  # the cached disk's
-    assert "stats_collect_period" not in tomllib.loads(guestfiles.containerd_config("p"))["plugins"][runtime]
-    slow = tomllib.loads(guestfiles.containerd_config("p", guestfiles.EMULATED_STATS_COLLECT_PERIOD))
-    assert slow["plugins"][runtime]["stats_collect_period"] == "10s"
-    assert slow["plugins"][runtime]["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True

@@ -141,12 +141,7 @@ def feature_gates_for(behavior: str, build_gates: Sequence[str] = ()) -> dict[st
     return gates
 
 
-def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] = (),
-                   emulated: bool = False) -> tuple[str, str]:
-    """``emulated`` (QEMU under TCG): the control plane as the kind emulated-host profile has it
-    (clusters/kind/profiles/emulated-host.yaml says why, with the figures): ECDSA P-256 keys, and
-    the API server, controller manager, scheduler and etcd on one Go thread each. The kubelet, the
-    node under test, keeps its defaults."""
+def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] = ()) -> tuple[str, str]:
     kubelet, source = kubelet_configuration(behavior, k8s_version)
     gates = feature_gates_for(behavior, build_gates)
     if gates:
@@ -186,12 +181,6 @@ def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] =
         "controllerManager": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
         "scheduler": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
     }
-    if emulated:
-        cluster["encryptionAlgorithm"] = "ECDSA-P256"
-        one_thread = [{"name": "GOMAXPROCS", "value": "1"}]
-        for component in ("apiServer", "controllerManager", "scheduler"):
-            cluster.setdefault(component, {})["extraEnvs"] = list(one_thread)
-        cluster["etcd"] = {"local": {"extraEnvs": list(one_thread)}}
     if gates:  # as kind's featureGates: every control-plane component (the API server validates the field)
         flag = {"name": "feature-gates", "value": ",".join(f"{g}={str(on).lower()}" for g, on in gates.items())}
         for component in ("apiServer", "controllerManager", "scheduler"):
