@@ -184,7 +184,7 @@ def account(watch: EvictionWatch, designed: list[str], threshold: int, grace: in
         lines.append(f"at t={moment.t:.0f}s (last look before the first eviction): node memory.available"
                      f" {moment.node_available}, node swap usage {moment.node_swap}, MemoryPressure {moment.pressure},"
                      f" taint {moment.taint}")
-        statless = sorted(k for k in moment.pods if k not in moment.working_set)
+        statless = moment.unranked()
         if statless:
             # A look, not the kubelet's own summary; but a pod without stats there may have had
             # none when the kubelet ranked: it then ranks it first (exceedMemoryRequests).
