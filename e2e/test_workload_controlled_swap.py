@@ -27,8 +27,8 @@ from e2e import oracle
 from e2e.workspace import Workspace
 from e2e.gate import could_not_test
 from e2e.observe import wait_for
-from e2e.test_stress_outcomes import (OOM_KILLED, OVERHEAD_BOUND, STEP, allocated_before_kill, ended_before_holding,
-                                      killed_by_the_oom_killer)
+from e2e.test_stress_outcomes import (OOM_KILLED, OVERHEAD_BOUND, START_FILE, STEP, allocated_before_kill,
+                                      ended_before_holding, killed_by_the_oom_killer, start_once_sampled)
 from e2e.verdict import NO_LIMITS_SWAP_API
 from workloads.pods import GUARANTEED, STRESS, Mi, alloc_command, guaranteed_swap_pod, stress_pod
 
@@ -228,9 +228,12 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
     ws = workspace(swap_node)
     needs_limits_swap_api(ws, swap_node, request)
     target = MEMORY + SWAP + 32 * Mi
-    # A slow interval leaves several samples of each step, the last one included.
-    command = alloc_command(target, step=STEP, interval="250ms")
+    # A slow interval leaves several samples of each step, the last one included; the
+    # allocation starts only once the node agent samples the container, or a pod killed within
+    # seconds might never be seen swapping (the OOM tests of test_stress_outcomes do the same).
+    command = alloc_command(target, step=STEP, interval="250ms", start_when=START_FILE)
     ws.deploy_sampled(guaranteed_swap_pod("swapping-guaranteed", ws.image, ws.namespace, ws.test, MEMORY, SWAP, command))
+    start_once_sampled(ws, "swapping-guaranteed")
     terminated = ended_before_holding(ws, "swapping-guaranteed", target,
                                       f"Guaranteed, memory {MEMORY}, limits.swap {SWAP}, target {target}")
     series = ws.samples("swapping-guaranteed")
