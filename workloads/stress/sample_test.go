@@ -28,8 +28,9 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// eventually fails the test unless cond holds within 5 s. A fixed sleep is not enough: with a
-// VM booting beside the self-tests, the sampler's goroutine was seen to wait longer than one.
+// eventually fails the test unless cond holds within 5 s. A fixed sleep is not enough for a
+// starved process (these tests failed once beside a VM booting; stopped 150 ms of every 170 ms,
+// the sleep-based versions failed every time).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
@@ -133,6 +134,11 @@ func TestSampleLoopFollowsSeveralPodsUntilAllAreGone(t *testing.T) {
 	})
 	_ = os.RemoveAll(filepath.Join(root, "poda"))
 	time.Sleep(50 * time.Millisecond) // podb alone for a while: the loop must not stop yet
+	select {
+	case err := <-done:
+		t.Fatalf("stopped (%v) while podb's cgroup was still there", err)
+	default:
+	}
 	_ = os.RemoveAll(filepath.Join(root, "podb"))
 	waitStopped(t, done, "both pods' cgroups went away")
 	text := out.String()
