@@ -44,6 +44,7 @@ func TestReadCgroupsEveryForIsASeriesOnTheNodesClock(t *testing.T) {
 		t.Fatalf("%d reads in %v:\n%s", len(lines), took, out.String())
 	}
 	var last int64
+	closest := int64(-1) // the smallest gap between two reads, in ms: the tick, where ticks are not dropped
 	for _, line := range lines {
 		var doc readCgroupsOutput
 		if err := json.Unmarshal([]byte(line), &doc); err != nil {
@@ -52,11 +53,17 @@ func TestReadCgroupsEveryForIsASeriesOnTheNodesClock(t *testing.T) {
 		if doc.UnixMilli < last || doc.UnixMilli < start.UnixMilli() {
 			t.Fatalf("read times go back: %d after %d (start %d)", doc.UnixMilli, last, start.UnixMilli())
 		}
+		if gap := doc.UnixMilli - last; last > 0 && (closest < 0 || gap < closest) {
+			closest = gap
+		}
 		last = doc.UnixMilli
 		files := doc.Cgroups["."].Files
 		if got := files["memory.swap.current"]; got == nil || *got != "4096\n" || files["memory.absent"] != nil {
 			t.Fatalf("files = %v", files)
 		}
+	}
+	if closest >= 60 { // at 20 ms; a 100 ms tick, say, would never bring two reads this close
+		t.Fatalf("no two reads within 60ms of each other (closest %dms): not every 20ms\n%s", closest, out.String())
 	}
 }
 
