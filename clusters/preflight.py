@@ -402,13 +402,15 @@ _REFERENCE = re.compile(
 def node_image_refusal(image: str, version: tuple[int, int, int] | None) -> Check | None:
     """What is wrong with a --node-image by its name alone (the reference, the Kubernetes version
     in its tag), without asking Docker; None when nothing is."""
-    minimum = ".".join(map(str, versions.MIN_KUBERNETES))
     if not _REFERENCE.match(image):
         return Check("node image", False, f"{image!r} is not an image reference",
                      "pass --node-image REPOSITORY:TAG, e.g. kindest/node:v1.37.0")
-    if version is not None and tuple(version[:2]) < versions.MIN_KUBERNETES:
-        return Check("node image", False, f"{image} is Kubernetes {'.'.join(map(str, version))}: the suite supports"
-                     f" {minimum} and newer (LimitedSwap's formula)", f"use a node image of Kubernetes {minimum} or newer")
+    refused = versions.out_of_range(image, version) if version is not None else None
+    if refused:
+        return Check("node image", False, refused,
+                     f"use a node image of Kubernetes {versions.SUPPORTED_RANGE} (clusters/kind/node-images.yaml pins"
+                     " kind's, one per supported minor), or build one of a supported release: python -m clusters.vm"
+                     f" node-image --k8s-version {versions.SUPPORTED[max(versions.SUPPORTED, key=versions.minor_of)]}")
     return None
 
 

@@ -1,18 +1,22 @@
-"""Every pinned version the suite builds or installs, in one place, and the probe that keeps
-the Kubernetes pin current.
+"""Every pinned version the suite builds or installs, in one place: the Kubernetes minors it
+supports (each with its newest buildable patch), and the probe that keeps those pins current.
 
 The Go module proxy's version list (``go list -m -versions``, ``@v/list``, ``@latest``) omits
-releases: on 2026-11-21 it stopped at v1.36.3 while v1.37.x resolved when asked by name. And a
-version that resolves is not always buildable: v1.37.2's ``.info`` and ``.mod`` are served, its
-module zip is refused (403 "not available"). So "newest" is found by asking for each version's
-zip by name: the next patch of the newest minor until one is missing, then the next minor's
-``.0``.
+releases, and it serves some releases only in part: a version whose ``.info`` and ``.mod`` are
+served can have its module zip refused (403 "not available"), one whose zip is served can have
+its ``.info`` and ``.mod`` refused, and a patch in the middle of a minor can be refused while
+later ones are served. `go` needs all three files to build a release. So the newest buildable
+patch of a minor is found by asking for each patch by name, ``.0`` upward, counting a patch only
+when its ``.info`` (JSON naming that version), ``.mod`` and ``.zip`` are all served, and going on
+past refused patches until MISSES patches in a row are missing.
 
-``python -m clusters.versions`` prints the pins and what the proxy has now.
+``python -m clusters.versions`` prints the pins and, per supported minor, the newest patch the
+proxy serves now: current or stale.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import urllib.error
@@ -21,9 +25,20 @@ from collections.abc import Callable
 
 from clusters import cli
 
-# Newest buildable patch of the newest Kubernetes minor on the Go proxy (probed 2026-11-21:
-# v1.37.2 exists but its zip is refused). The vm node and the local kind node image are built
-# from it unless --k8s-version says otherwise.
+# The Kubernetes minors the suite supports, each with the newest patch of it the Go module proxy
+# served buildable (.info, .mod and .zip) when it was last probed. The release gate holds only
+# where the suite has run: every minor here is one the suite is to pass on, and nothing outside
+# it is accepted (--k8s-version, --k8s-source, a kind --node-image tag). `python -m
+# clusters.versions` says when a pin is stale; `python -m bench.matrix` runs the suite on each.
+SUPPORTED: dict[str, str] = {
+    "1.34": "v1.34.12",
+    "1.35": "v1.35.8",
+    "1.36": "v1.36.5",
+    "1.37": "v1.37.2",
+}
+# The release the vm node and the local kind node image are built from unless --k8s-version says
+# otherwise. It stays behind 1.37's pin until the suite has passed on the pin: the default build is
+# one the suite is known to pass on.
 KUBERNETES = "v1.37.1"
 # kind: 0.33 is the first release whose kubeadm config API (v1beta4) kubeadm 1.37 accepts.
 KIND = "v0.33.0"
@@ -32,14 +47,50 @@ RUNC = "v1.5.2"
 CNI_PLUGINS = "v1.9.1"
 ETCD = "v3.6.16"
 CRICTL = "v1.36.0"  # newest cri-tools on the proxy; crictl talks CRI v1, skew-tolerant
-# The oldest Kubernetes the suite tests: 1.28 brought LimitedSwap's proportional formula and
-# removed nothing the oracle models since (UnlimitedSwap went in 1.30: never tested here).
-MIN_KUBERNETES = (1, 28)
+
+
+def minor_of(text: str) -> tuple[int, int] | None:
+    """(1, 34) of "1.34", "v1.34.12", "v1.38.0-alpha.1+abc"; None when it names no version."""
+    match = re.match(r"v?(\d+)\.(\d+)(?:$|[.+-])", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+_MINORS = sorted(minor_of(m) for m in SUPPORTED)  # type: ignore[type-var]
+MIN_KUBERNETES: tuple[int, int] = _MINORS[0]
+MAX_KUBERNETES: tuple[int, int] = _MINORS[-1]
+SUPPORTED_RANGE = f"{MIN_KUBERNETES[0]}.{MIN_KUBERNETES[1]} to {MAX_KUBERNETES[0]}.{MAX_KUBERNETES[1]}"
+# What to do about a release outside the range: one of the pins.
+PICK_A_RELEASE = ("pick a supported release, the newest patch of each supported minor: "
+                  + ", ".join(SUPPORTED.values()))
+
+
+def is_supported(version: tuple[int, ...] | str) -> bool:
+    minor = minor_of(version) if isinstance(version, str) else tuple(version[:2])
+    return minor is not None and MIN_KUBERNETES <= minor <= MAX_KUBERNETES
+
+
+def out_of_range(what: str, version: tuple[int, ...] | str) -> str | None:
+    """Why ``what`` (the value as the user gave it: a release, a checkout, a node image) cannot be
+    tested, when its Kubernetes ``version`` is outside SUPPORTED; None when it is inside. Callers
+    add the fix that fits what was given."""
+    if is_supported(version):
+        return None
+    minor = minor_of(version) if isinstance(version, str) else tuple(version[:2])
+    named = f"{minor[0]}.{minor[1]}" if minor else repr(version)
+    return (f"{what} is Kubernetes {named}: the suite supports Kubernetes {SUPPORTED_RANGE} only"
+            " (clusters/versions.py SUPPORTED)")
+
 
 DEFAULT_GOPROXY = "https://proxy.golang.org"
-_RELEASE = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
+KUBERNETES_MODULE = "k8s.io/kubernetes"
+# A minor's probe goes on past this many refused patches in a row after the last served one
+# (v1.34.6 is refused between served patches) before it concludes there are no more.
+MISSES = 4
+# ...and never asks for more patches than this: a proxy that serves every name asked for is not
+# believed, it is an error.
+MAX_PATCHES = 64
 
-Exists = Callable[[str], bool]
+Get = Callable[..., tuple[int, bytes]]
 
 
 class ProxyUnusable(cli.UsageError):
@@ -47,7 +98,8 @@ class ProxyUnusable(cli.UsageError):
 
 
 class ProxyUnreachable(cli.NotReady):
-    """The module proxy did not answer (network, DNS, a proxy that is down)."""
+    """The module proxy did not answer (network, DNS, a proxy that is down), or answered what no
+    Go module proxy would (HTML for a version's .info, every version ever asked for)."""
 
 
 def module_proxy(value: str | None = None) -> str:
@@ -82,43 +134,78 @@ def proxy_get(path: str, timeout: float = 60, method: str = "GET") -> tuple[int,
                                f" GOPROXY to a proxy that can be ({DEFAULT_GOPROXY})") from None
 
 
-def module_zip_served(module: str, version: str, timeout: float = 30) -> bool:
-    """True when the proxy serves the module's zip at exactly this version (a HEAD request)."""
-    status, _ = proxy_get(f"{module}/@v/{version}.zip", timeout, method="HEAD")
-    if status in (404, 410, 403):  # the proxy answers 403/404/410 for "no such version"
+def _served(status: int, what: str) -> bool:
+    if status in (404, 410, 403):  # the proxy answers 403/404/410 for "no such version" or "not available"
         return False
     if status != 200:
-        raise ProxyUnreachable(f"the Go module proxy {module_proxy()} answered {status} for {module}@{version}")
+        raise ProxyUnreachable(f"the Go module proxy {module_proxy()} answered {status} for {what}")
     return True
 
 
-def kubernetes_release_exists(version: str) -> bool:
-    return module_zip_served("k8s.io/kubernetes", version)
+def module_zip_served(module: str, version: str, timeout: float = 30) -> bool:
+    """True when the proxy serves the module's zip at exactly this version (a HEAD request)."""
+    status, _ = proxy_get(f"{module}/@v/{version}.zip", timeout, method="HEAD")
+    return _served(status, f"{module}@{version}")
 
 
-def newest_kubernetes(start: str = KUBERNETES, exists: Exists = kubernetes_release_exists) -> str:
-    """The newest release at or after ``start``, probing by name (patches, then minors)."""
-    match = _RELEASE.fullmatch(start)
-    if not match:
-        raise ValueError(f"not a Kubernetes release: {start!r} (want vMAJOR.MINOR.PATCH)")
-    major, minor, patch = (int(x) for x in match.groups())
-    if not exists(start):
-        raise LookupError(f"the Go proxy serves no k8s.io/kubernetes {start} module zip")
-    while True:
-        if exists(f"v{major}.{minor}.{patch + 1}"):
-            patch += 1
-        elif exists(f"v{major}.{minor + 1}.0"):
-            minor, patch = minor + 1, 0
+def unbuildable(version: str, module: str = KUBERNETES_MODULE, get: Get = proxy_get) -> str | None:
+    """None when the proxy serves all `go` needs to build ``module`` at ``version``: its .info
+    (JSON whose Version is that version), .mod and .zip; else the first file it refuses.
+    ProxyUnreachable when it answers what a module proxy would not (an HTML page as .info)."""
+    base = f"{module}/@v/{version}"
+    status, body = get(f"{base}.info", 30)
+    if not _served(status, f"{base}.info"):
+        return f"{base}.info refused ({status})"
+    try:
+        info = json.loads(body)
+    except ValueError:
+        info = None
+    if not isinstance(info, dict) or info.get("Version") != version:
+        shown = body[:60].decode(errors="replace").strip()
+        raise ProxyUnreachable(f"the Go module proxy {module_proxy()} answered {base}.info with {shown!r}, not the JSON"
+                               f" of {module} {version}: is GOPROXY a Go module proxy? (e.g. {DEFAULT_GOPROXY})")
+    status, _ = get(f"{base}.mod", 30)
+    if not _served(status, f"{base}.mod"):
+        return f"{base}.mod refused ({status})"
+    status, _ = get(f"{base}.zip", 30, method="HEAD")
+    if not _served(status, f"{base}.zip"):
+        return f"{base}.zip refused ({status})"
+    return None
+
+
+def newest_patch(minor: str, get: Get = proxy_get, misses: int = MISSES, limit: int = MAX_PATCHES) -> str | None:
+    """The newest buildable patch of ``minor`` ("1.34") the proxy serves, asked for by name from
+    .0 up, past up to ``misses`` refused patches in a row; None when it serves none of the first
+    ``misses``. A proxy still serving at patch ``limit`` is an error, not a release."""
+    parsed = minor_of(minor)
+    if parsed is None:
+        raise ValueError(f"not a Kubernetes minor: {minor!r} (want MAJOR.MINOR, e.g. 1.34)")
+    newest, missed = None, 0
+    for patch in range(limit):
+        version = f"v{parsed[0]}.{parsed[1]}.{patch}"
+        if unbuildable(version, get=get) is None:
+            newest, missed = version, 0
         else:
-            return f"v{major}.{minor}.{patch}"
+            missed += 1
+            if missed >= misses:
+                return newest
+    raise ProxyUnreachable(f"the Go module proxy {module_proxy()} serves every {KUBERNETES_MODULE} {minor} patch"
+                           f" asked for, up to v{parsed[0]}.{parsed[1]}.{limit - 1}: no proxy has that many; is"
+                           f" GOPROXY a Go module proxy? (e.g. {DEFAULT_GOPROXY})")
+
+
+def next_minor(minor: str) -> str:
+    major, number = minor_of(minor)  # type: ignore[misc]
+    return f"{major}.{number + 1}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = cli.Parser(prog="python -m clusters.versions", description=(
         "Print every pinned version, then ask the Go module proxy ($GOPROXY, default"
-        f" {DEFAULT_GOPROXY}) whether a newer Kubernetes release than the pin is served. Exit 0: the pin"
-        " is current; 1: a newer release exists (the pin is stale); 3: the proxy cannot be reached;"
-        " 4: bad arguments or GOPROXY."))
+        f" {DEFAULT_GOPROXY}) for the newest buildable patch of each supported Kubernetes minor"
+        f" ({SUPPORTED_RANGE}) and of the next one. Exit 0: every pin is current; 1: a newer patch is"
+        " served (a pin is stale) or a pin is no longer served; 3: the proxy cannot be reached or"
+        " answers what no module proxy would; 4: bad arguments or GOPROXY."))
     parser.add_argument("--pins-only", action="store_true", help="print the pins, ask no proxy")
     parser.add_argument("--debug", action="store_true", help="a failure's traceback too")
     return cli.run(_main, parser.parse_args(argv))
@@ -128,15 +215,34 @@ def _main(args) -> int:
     if not args.pins_only:
         module_proxy()  # GOPROXY that names no proxy: a usage error before anything is printed
     pins = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, str)
-            and name != "DEFAULT_GOPROXY"}
+            and name not in ("DEFAULT_GOPROXY", "KUBERNETES_MODULE", "SUPPORTED_RANGE", "PICK_A_RELEASE")}
     for name, value in pins.items():
         print(f"{name.lower():12} {value}")
+    print(f"supported    Kubernetes {SUPPORTED_RANGE}: " + ", ".join(SUPPORTED.values()))
     if args.pins_only:
         return cli.Exit.OK
-    newest = newest_kubernetes()
-    verdict = "current" if newest == KUBERNETES else f"STALE: {newest} exists (update KUBERNETES in {__file__})"
-    print(f"kubernetes on {module_proxy()} now: {newest} ({verdict})")
-    return cli.Exit.OK if newest == KUBERNETES else cli.Exit.FAILED
+    print(f"newest buildable patch on {module_proxy()} (.info, .mod and .zip served):")
+    ok = True
+    for minor, pinned in SUPPORTED.items():
+        newest = newest_patch(minor)
+        if newest == pinned:
+            verdict = "current"
+        elif newest is None or _patch(newest) < _patch(pinned):
+            verdict = f"PIN NOT SERVED: {unbuildable(pinned)}"
+            ok = False
+        else:
+            verdict = f"STALE: {newest} is served (update SUPPORTED in {__file__})"
+            ok = False
+        print(f"  {minor}  pinned {pinned:9} served {newest or 'none':9} {verdict}")
+    following = next_minor(list(SUPPORTED)[-1])
+    newest = newest_patch(following)
+    print(f"  {following}  not supported    served {newest or 'none'}"
+          + (" a new minor: add it to SUPPORTED once the suite passes on it" if newest else ""))
+    return cli.Exit.OK if ok else cli.Exit.FAILED
+
+
+def _patch(version: str) -> int:
+    return int(version.rsplit(".", 1)[1])
 
 
 if __name__ == "__main__":

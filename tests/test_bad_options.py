@@ -4,6 +4,7 @@ directory, no results directory)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent.parent
+GIT = shutil.which("git") or "git"  # found before a test empties PATH
 
 
 @pytest.fixture
@@ -89,16 +91,49 @@ def test_gate_behaviors_without_the_gate(suite: pytest.Pytester, tmp_path: Path)
 @pytest.mark.parametrize(("args", "message"), [
     (["--provider=vm", "--k8s-version=1.37.1"],
      "ERROR: --k8s-version '1.37.1' is not a Kubernetes release (want v1.MINOR.PATCH, e.g. v1.37.1)"),
-    (["--provider=vm", "--k8s-version=v1.20.0"],
-     "ERROR: --k8s-version v1.20.0: the suite tests Kubernetes 1.28 and newer (LimitedSwap's formula); pick v1.28.0"
-     " or later (default v1.37.1)"),
+    (["--provider=vm", "--k8s-version=v1.33.9"],
+     "ERROR: --k8s-version v1.33.9 is Kubernetes 1.33: the suite supports Kubernetes 1.34 to 1.37 only"
+     " (clusters/versions.py SUPPORTED); pick a supported release, the newest patch of each supported minor:"
+     " v1.34.12, v1.35.8, v1.36.5, v1.37.2"),
+    (["--provider=vm", "--k8s-version=v1.38.0"],
+     "ERROR: --k8s-version v1.38.0 is Kubernetes 1.38: the suite supports Kubernetes 1.34 to 1.37 only"
+     " (clusters/versions.py SUPPORTED); pick a supported release, the newest patch of each supported minor:"
+     " v1.34.12, v1.35.8, v1.36.5, v1.37.2"),
     (["--provider=kind", "--k8s-version=v1.37.1"],
      "ERROR: --k8s-version builds the vm provider's node (--provider vm); the kind provider runs what its nodes run."
      " For kind build a node image instead (`python -m clusters.vm node-image --k8s-version V [--k8s-patch FILE]` or"
      " `kind-host up ...`) and pass it with --node-image"),
-], ids=["not-a-version", "older-than-the-suite", "not-the-vm-provider"])
+], ids=["not-a-version", "older-than-the-suite", "newer-than-the-suite", "not-the-vm-provider"])
 def test_a_k8s_version_the_run_cannot_use(suite: pytest.Pytester, tmp_path: Path, args: list[str], message: str) -> None:
     assert refused(suite, tmp_path, *args) == message
+
+
+def test_a_checkout_outside_the_supported_minors(suite: pytest.Pytester, tmp_path: Path) -> None:
+    """A --k8s-source checkout's version is known only from git describe: still one usage error."""
+    import subprocess
+
+    checkout = tmp_path / "kubernetes"
+    (checkout / "staging" / "src" / "k8s.io").mkdir(parents=True)
+    (checkout / "go.mod").write_text("module k8s.io/kubernetes\n\ngo 1.26.0\n")
+    git = [GIT, "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "go.mod"], ["commit", "-qm", "x"], ["tag", "v1.38.0-alpha.1"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    (tmp_path / "no-tools" / "git").symlink_to(GIT)  # git describe, and no other tool
+    line = refused(suite, tmp_path, "--provider=vm", f"--k8s-source={checkout}")
+    assert line == (f"ERROR: --k8s-source {checkout} (v1.38.0-alpha.1, from git describe) is Kubernetes 1.38: the suite"
+                    " supports Kubernetes 1.34 to 1.37 only (clusters/versions.py SUPPORTED); check out a release of"
+                    " Kubernetes 1.34 to 1.37 (a release-1.MINOR branch or tag), or build a supported release with"
+                    " --k8s-version instead of --k8s-source")
+
+
+@pytest.mark.parametrize("image", ["kindest/node:v1.33.1", "kindest/node:v1.38.0@sha256:" + "a" * 64])
+def test_a_node_image_outside_the_supported_minors(suite: pytest.Pytester, tmp_path: Path, image: str) -> None:
+    minor = image.split(":v", 1)[1][:4]
+    line = refused(suite, tmp_path, "--provider=kind", f"--node-image={image}")
+    assert line == (f"ERROR: --node-image: {image} is Kubernetes {minor}: the suite supports Kubernetes 1.34 to 1.37"
+                    " only (clusters/versions.py SUPPORTED): use a node image of Kubernetes 1.34 to 1.37"
+                    " (clusters/kind/node-images.yaml pins kind's, one per supported minor), or build one of a"
+                    " supported release: python -m clusters.vm node-image --k8s-version v1.37.2")
 
 
 def test_vm_memory_below_what_a_node_needs(suite: pytest.Pytester, tmp_path: Path) -> None:

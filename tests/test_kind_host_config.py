@@ -172,16 +172,6 @@ def test_pinned_versions_are_one_place() -> None:
     assert build.DEFAULT_CRICTL_VERSION == versions.CRICTL
 
 
-def test_newest_kubernetes_probes_by_name() -> None:
-    served = {"v1.36.3", "v1.36.4", "v1.37.0", "v1.37.1"}  # v1.37.2 listed but not served
-    assert versions.newest_kubernetes("v1.36.3", served.__contains__) == "v1.37.1"
-    assert versions.newest_kubernetes("v1.37.1", served.__contains__) == "v1.37.1"
-    with pytest.raises(LookupError, match="no k8s.io/kubernetes v1.35.0"):
-        versions.newest_kubernetes("v1.35.0", served.__contains__)
-    with pytest.raises(ValueError):
-        versions.newest_kubernetes("latest", served.__contains__)
-
-
 def test_the_node_image_runs_the_scheduler_without_leader_election() -> None:
     """kubeadm patches the scheduler's manifest from the image's patch directory, the one the
     emulated-host profile names (its lease renewals time out under emulation and it exits)."""

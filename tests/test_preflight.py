@@ -221,7 +221,10 @@ def docker_says(inspect: int, pull: int = 0, pull_error: str = ""):
 @pytest.mark.parametrize(("image", "version", "text"), [
     ("Not An Image", None, "is not an image reference"),
     ("ksc/x:", None, "is not an image reference"),
-    ("kindest/node:v1.27.3", (1, 27, 3), "the suite supports 1.28 and newer"),
+    ("kindest/node:v1.27.3", (1, 27, 3), "kindest/node:v1.27.3 is Kubernetes 1.27: the suite supports Kubernetes 1.34"
+                                         " to 1.37 only"),
+    ("kindest/node:v1.33.9", (1, 33, 9), "is Kubernetes 1.33: the suite supports Kubernetes 1.34 to 1.37 only"),
+    ("kindest/node:v1.38.0", (1, 38, 0), "is Kubernetes 1.38: the suite supports Kubernetes 1.34 to 1.37 only"),
 ])
 def test_unusable_node_images_are_refused_before_anything_is_created(image: str, version, text: str) -> None:
     run = docker_says(inspect=0)

@@ -8,6 +8,7 @@ module proxy that refuses connections: nothing real can be built, booted or down
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,12 @@ def one_error(done: subprocess.CompletedProcess, code: int) -> str:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["up", "--k8s-version", "foo"], "argument --k8s-version: 'foo' is not a Kubernetes release"),
-    (["up", "--k8s-version", "v1.20.0"], "argument --k8s-version: v1.20.0: the suite tests Kubernetes 1.28 and newer"),
+    (["up", "--k8s-version", "v1.20.0"], "argument --k8s-version: v1.20.0 is Kubernetes 1.20: the suite supports"
+                                         " Kubernetes 1.34 to 1.37 only (clusters/versions.py SUPPORTED); pick a"
+                                         " supported release"),
+    (["build", "--k8s-version", "v1.38.0"], "argument --k8s-version: v1.38.0 is Kubernetes 1.38: the suite supports"
+                                            " Kubernetes 1.34 to 1.37 only"),
+    (["node-image", "--k8s-version", "v1.33.12"], "argument --k8s-version: v1.33.12 is Kubernetes 1.33"),
     (["kind-host", "up", "--no-node-image", "--k8s-version", "1.37"], "argument --k8s-version: '1.37' is not a"),
     (["up", "--behavior", "Foo"], "argument --behavior: unknown swap behavior 'Foo': choose from NoSwap"),
     (["set-behavior", "limitedswap"], "argument behavior: unknown swap behavior 'limitedswap'"),
@@ -99,11 +105,30 @@ def test_a_go_older_than_the_kubernetes_go_directive(env: dict[str, str], tmp_pa
     go = tmp_path / "no-tools" / "go"
     go.write_text("#!/bin/sh\n[ \"$1 $2\" = 'env GOVERSION' ] && echo go1.20.1\n")
     go.chmod(0o755)
-    done = run(env, "build", "--k8s-source", str(checkout), "--k8s-version", "v1.38.0")
+    done = run(env, "build", "--k8s-source", str(checkout), "--k8s-version", "v1.37.0")
     output = done.stdout + done.stderr
     assert done.returncode == cli.Exit.PREFLIGHT, output
-    assert ("[FAIL] go: go 1.20.1 is older than go 1.26.0, which Kubernetes v1.38.0 needs (its go.mod); builds use"
+    assert ("[FAIL] go: go 1.20.1 is older than go 1.26.0, which Kubernetes v1.37.0 needs (its go.mod); builds use"
             " the local toolchain (GOTOOLCHAIN=local)") in output, output
+
+
+def test_a_checkout_outside_the_supported_minors_is_refused_before_a_build(env: dict[str, str], tmp_path: Path) -> None:
+    """Its version is known only from git describe, after the arguments are parsed: still one
+    usage error, and nothing built."""
+    checkout = tmp_path / "kubernetes"
+    (checkout / "staging" / "src" / "k8s.io").mkdir(parents=True)
+    (checkout / "go.mod").write_text("module k8s.io/kubernetes\n\ngo 1.24.0\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "go.mod"], ["commit", "-qm", "x"], ["tag", "v1.33.4"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    (tmp_path / "no-tools" / "git").symlink_to(shutil.which("git"))  # git describe, and no other tool
+    line = one_error(run(env, "build", "--k8s-source", str(checkout), "--state-dir", str(tmp_path / "state")),
+                     cli.Exit.USAGE)
+    assert line == (f"error: --k8s-source {checkout} (v1.33.4, from git describe) is Kubernetes 1.33: the suite supports"
+                    " Kubernetes 1.34 to 1.37 only (clusters/versions.py SUPPORTED); check out a release of Kubernetes"
+                    " 1.34 to 1.37 (a release-1.MINOR branch or tag), or build a supported release with --k8s-version"
+                    " instead of --k8s-source"), line
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "state").exists()
 
 
 def test_libseccomp_missing_is_named_with_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
-"""The CI definitions agree with the repository: the nightly's kind matrix is
-clusters/kind/node-images.yaml, every kind version is clusters/versions.py's KIND, every action
-is pinned by commit, the release gate is a reusable workflow whose inputs the README's example
+"""The CI definitions agree with the repository: the nightly's kind matrix is the supported
+minors of clusters/versions.py (run by bench.matrix on kind's images of them in
+clusters/kind/node-images.yaml), every kind version is clusters/versions.py's KIND, every action
+is pinned by commit, the release gate is a reusable workflow whose inputs docs/ci.md's example
 uses. Pure Python (PyYAML): no GitHub, no network. actionlint and shellcheck (.ci/run) check the
 rest: expression syntax, action inputs, the shell in every `run:`.
 """
@@ -20,7 +21,7 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 NIGHTLY = WORKFLOWS / "nightly.yml"
 GATE = WORKFLOWS / "release-gate.yml"
 NODE_IMAGES = ROOT / "clusters" / "kind" / "node-images.yaml"
-README = ROOT / "README.md"
+CI_DOC = ROOT / "docs" / "ci.md"  # the release gate's example caller
 CI_RUN = ROOT / ".ci" / "run"
 
 SUITE_CLUSTERS = (kind_config.MIXED_CLUSTER,)  # the one cluster the kind provider creates
@@ -53,20 +54,17 @@ def node_images() -> dict:
 
 # --- clusters/kind/node-images.yaml ------------------------------------------------------------
 
-def test_node_images_are_kinds_newest_four_minors_pinned_by_digest() -> None:
+def test_node_images_are_kinds_images_of_the_supported_minors_pinned_by_digest() -> None:
     doc = node_images()
     assert doc["kind"] == versions.KIND, "node-images.yaml must list the node images of the pinned kind"
     images = doc["images"]
-    assert len(images) == 4
-    minors = [tuple(int(x) for x in minor.split(".")) for minor in images]
-    newest = minors[0]
-    assert minors == [(newest[0], newest[1] - i) for i in range(4)], "four consecutive minors, newest first"
-    assert min(minors) >= versions.MIN_KUBERNETES
+    assert list(images) == sorted(versions.SUPPORTED, key=versions.minor_of, reverse=True), \
+        "one image per supported minor (clusters/versions.py SUPPORTED), newest first"
     for minor, image in images.items():
         match = NODE_IMAGE.fullmatch(image)
         assert match, f"{minor}: {image!r} is not kindest/node:vX.Y.Z@sha256:<64 hex>"
         assert match["minor"] == minor, f"{image} is filed under {minor}"
-    assert len(set(images.values())) == 4
+    assert len(set(images.values())) == len(images)
 
 
 # --- nightly -----------------------------------------------------------------------------------
@@ -76,19 +74,38 @@ def test_nightly_runs_on_schedule_and_by_hand_only() -> None:
     assert set(triggers(nightly)) == {"schedule", "workflow_dispatch"}
 
 
-def test_nightly_kind_matrix_is_node_images_yaml_times_released_behaviors() -> None:
+def test_nightly_kind_matrix_is_the_supported_minors_times_released_behaviors() -> None:
     jobs = load(NIGHTLY)["jobs"]
     plan, kind = jobs["plan"], jobs["kind"]
-    # The plan job reads the matrix from node-images.yaml (and the kind pin from versions.py).
+    # The plan job reads the minors and the kind pin from versions.py, checked against node-images.yaml.
+    assert "versions.SUPPORTED" in scripts(plan) and "versions.KIND" in scripts(plan)
     assert "clusters/kind/node-images.yaml" in scripts(plan)
-    assert "versions.KIND" in scripts(plan)
     assert kind["needs"] == "plan"
     strategy = kind["strategy"]
     assert strategy["fail-fast"] is False
-    assert strategy["matrix"]["node"] == "${{ fromJSON(needs.plan.outputs.nodes) }}"
+    assert strategy["matrix"]["minor"] == "${{ fromJSON(needs.plan.outputs.minors) }}"
     assert strategy["matrix"]["behavior"] == [behaviors.NO_SWAP, behaviors.LIMITED_SWAP]
-    assert kind["env"]["NODE_IMAGE"] == "${{ matrix.node.image }}"
+    assert kind["env"]["MINOR"] == "${{ matrix.minor }}"
     assert kind["env"]["KIND_VERSION"] == "${{ needs.plan.outputs.kind-version }}"
+    assert plan["outputs"]["minors"] == "${{ steps.plan.outputs.minors }}"
+
+
+def test_nightly_plan_puts_out_exactly_the_table_s_minors(tmp_path: Path) -> None:
+    """The plan job's script, run here as the runner would run it: its outputs are the version
+    table's minors and the kind pin."""
+    import json
+    import os
+    import subprocess
+
+    step = next(s for s in steps(load(NIGHTLY)["jobs"]["plan"]) if s.get("id") == "plan")
+    output = tmp_path / "github-output"
+    env = {**os.environ, "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert json.loads(outputs["minors"]) == list(versions.SUPPORTED)
+    assert outputs["kind-version"] == versions.KIND
 
 
 def test_nightly_kind_lane_runs_the_suite_exports_logs_and_always_deletes() -> None:
@@ -97,10 +114,23 @@ def test_nightly_kind_lane_runs_the_suite_exports_logs_and_always_deletes() -> N
     assert 'go install "sigs.k8s.io/kind@$KIND_VERSION"' in run
     assert '$(go env GOPATH)/bin" >> "$GITHUB_PATH"' in run  # first on PATH from the next step on
     assert "swapon" in run and "mkswap" in run
-    suite = " ".join(next(s["run"] for s in steps(kind) if "pytest e2e" in s.get("run", "")).split())
-    for flag in ("--provider kind", '--behaviors "$BEHAVIOR"', '--node-image "$NODE_IMAGE"', "--keep-clusters",
-                 "--junitxml=results/junit.xml"):
-        assert flag in suite
+    suite = " ".join(next(s["run"] for s in steps(kind) if "bench.matrix" in s.get("run", "")).replace("\\\n", " ").split())
+    command = suite[suite.index("python -m bench.matrix"):]
+    for flag in ('--minors "$MINOR"', "--providers kind", '--behaviors "$BEHAVIOR"', "--kind-images published",
+                 "--store results", "-- --keep-clusters"):
+        assert flag in command
+    # ... which bench.matrix accepts, and turns into one gate-mode run of the suite on kind's image
+    import shlex
+
+    from bench import matrix
+
+    argv = shlex.split(command.replace('"$MINOR"', "1.36").replace('"$BEHAVIOR"', "NoSwap"))[3:]
+    args = matrix.parser().parse_args(argv)
+    assert (args.minors, args.providers, args.behaviors, args.pytest_args) == (["1.36"], ["kind"], ["NoSwap"],
+                                                                              ["--keep-clusters"])
+    (run,), _ = matrix.plan(args.minors, args.providers, args.behaviors, ROOT / "results", "", True, args.kind_images)
+    pytest_argv = run.pytest_argv(ROOT / "results", run.image, args.pytest_args)
+    assert run.image == node_images()["images"]["1.36"] and "--gate" in pytest_argv and "--keep-clusters" in pytest_argv
     export = next(s for s in steps(kind) if "kind export logs" in s.get("run", ""))
     delete = next(s for s in steps(kind) if "kind delete cluster" in s.get("run", ""))
     assert export["if"] == "failure()" and delete["if"] == "always()"
@@ -203,10 +233,10 @@ def test_kind_and_actionlint_versions_agree_everywhere() -> None:
     assert load(NIGHTLY)["env"]["ACTIONLINT_VERSION"] == pinned[1]
 
 
-# --- the README's example ----------------------------------------------------------------------
+# --- docs/ci.md's example ----------------------------------------------------------------------
 
 def readme_gate_callers(text: str) -> list[tuple[dict, dict]]:
-    """(jobs, caller job) for every job in the README's YAML blocks that uses release-gate.yml."""
+    """(jobs, caller job) for every job in docs/ci.md's YAML blocks that uses release-gate.yml."""
     found = []
     for block in re.findall(r"```ya?ml\n(.*?)```", text, re.S):
         doc = yaml.safe_load(block)
@@ -218,11 +248,8 @@ def readme_gate_callers(text: str) -> list[tuple[dict, dict]]:
 
 
 def test_readme_example_calls_the_gate_with_its_declared_inputs() -> None:
-    text = README.read_text()
-    if not re.search(r"^\s*(?:-\s+)?uses:", text, re.M):
-        pytest.skip("README.md has no `uses:` line yet (its CI section is not merged): nothing to check")
-    callers = readme_gate_callers(text)
-    assert callers, "README.md's `uses:` example does not call .github/workflows/release-gate.yml"
+    callers = readme_gate_callers(CI_DOC.read_text())
+    assert callers, "docs/ci.md's `uses:` example does not call .github/workflows/release-gate.yml"
     inputs, secrets, _, _ = gate_interface()
     for jobs, caller in callers:
         assert set(caller.get("with", {})) <= set(inputs), f"undeclared inputs: {set(caller['with']) - set(inputs)}"
@@ -238,7 +265,11 @@ def test_step_summaries_show_the_matrix_the_suite_writes_where_it_is_uploaded(wo
     from e2e import report
 
     text = workflow.read_text()
-    assert f"results/{report.MATRIX_MD}" in text and "path: results/" in text
+    if workflow == NIGHTLY:  # every results directory under results/: bench.matrix's, and the vm lane's
+        assert 'Path("results").rglob("junit.xml")' in text and f'here / "{report.MATRIX_MD}"' in text
+    else:
+        assert f"results/{report.MATRIX_MD}" in text
+    assert "path: results/" in text
     options = (ROOT / "e2e" / "plugin" / "options.py").read_text()
     assert '"--results-dir", default="results"' in options  # the suite writes there by default
 
@@ -263,3 +294,37 @@ def test_the_gate_verdict_follows_the_suite_exit_codes() -> None:
         done = subprocess.run([bash, "-c", f"rc={int(code)}\n{block.group(0)}\necho $verdict"], capture_output=True,
                               text=True, timeout=30)
         assert done.stdout.strip() == verdict, f"exit {int(code)}: the gate says {done.stdout.strip()!r}, not {verdict!r}"
+
+
+@pytest.mark.parametrize("layout", ["results", "results/kindest-node-v1.36.4-099e049362a1/kind/NoSwap"],
+                         ids=["vm-lane", "bench-matrix"])
+def test_the_nightly_summary_reads_every_results_directory(tmp_path: Path, layout: str) -> None:
+    """The summary step (shared by both lanes), run by bash on the vm lane's results/ and on
+    bench.matrix's results/<build>/<provider>/<behaviors>/ with its cell table."""
+    import os
+    import subprocess
+
+    jobs = load(NIGHTLY)["jobs"]
+    script = next(s["run"] for s in steps(jobs["kind"]) if s.get("name") == "Conformance summary")
+    assert script == next(s["run"] for s in steps(jobs["vm-kvm"]) if s.get("name") == "Conformance summary")
+    here = tmp_path / layout
+    here.mkdir(parents=True)
+    (here / "junit.xml").write_text('<testsuites><testsuite tests="2" failures="1" errors="0" skipped="0">'
+                                    '<testcase classname="e2e.test_x" name="test_a"><failure message="x"/></testcase>'
+                                    '<testcase classname="e2e.test_x" name="test_b"/></testsuite></testsuites>')
+    (here / "pytest.log").write_text("=== swap coverage ===\nNoSwap: 1 passed, 1 failed\n=== short ===\n")
+    (here / "matrix.md").write_text("# Swap conformance matrix\n\n| check | NoSwap |\n|---|---|\n\n## NoSwap\n")
+    if layout != "results":
+        (tmp_path / "results" / "matrix-table.md").write_text("# Kubernetes version matrix\n\nNote.\n\n| minor |\n|---|\n"
+                                                              "| 1.36 |\n\nWhy the gate failed:\n\n- 1.36 kind: x\n")
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "SUMMARY_TITLE": "title"}
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    text = summary.read_text()
+    assert "| 1 | 1 | 0 | 0 |" in text and "- `e2e.test_x::test_a`" in text and "NoSwap: 1 passed, 1 failed" in text
+    assert "#### Conformance matrix" in text
+    if layout != "results":
+        assert f"#### `{layout}`" in text
+        assert "#### Version matrix cells\n\n| minor |\n|---|\n| 1.36 |\n\nWhy the gate failed:\n\n- 1.36 kind: x" in text

@@ -48,16 +48,17 @@ def _failures() -> tuple[type[BaseException], ...]:
 
 
 def k8s_version(text: str) -> str:
-    """An argparse type: 'latest', or a release (or, with --k8s-source, a tag) of 1.28 or later."""
+    """An argparse type: 'latest', or a release (or, with --k8s-source, a tag) of a supported minor
+    (clusters/versions.py SUPPORTED)."""
     if text == "latest":
         return text
     match = k8s_source.CHECKOUT_TAG.fullmatch(text)
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a Kubernetes release (want v1.MINOR.PATCH, e.g."
                                          f" {versions.KUBERNETES}, or 'latest')")
-    if (1, int(match.group(1))) < versions.MIN_KUBERNETES:
-        oldest = ".".join(map(str, versions.MIN_KUBERNETES))
-        raise argparse.ArgumentTypeError(f"{text}: the suite tests Kubernetes {oldest} and newer (LimitedSwap's formula)")
+    refused = versions.out_of_range(text, text)
+    if refused:
+        raise argparse.ArgumentTypeError(f"{refused}; {versions.PICK_A_RELEASE}")
     return text
 
 
@@ -145,7 +146,11 @@ def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
     try:
         if a.k8s_source:
             given = None if a.k8s_version in (None, _build.DEFAULT_K8S_VERSION) else a.k8s_version
-            return k8s_source.checkout(a.k8s_source, given)
+            source = k8s_source.checkout(a.k8s_source, given)
+            refused = k8s_source.unsupported(source, given)
+            if refused:  # its version is known only now, from git describe: still before anything is built
+                raise cli.UsageError(refused)
+            return source
         version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else a.k8s_version
         return k8s_source.release(version, a.k8s_patch)
     except SourceError as error:

@@ -90,10 +90,14 @@ def _proxy_get(path: str, timeout: float = 60) -> str:
 
 
 def latest_kubernetes_version() -> str:
-    """Newest buildable k8s.io/kubernetes release, probed by name (the proxy's list omits some)."""
-    listed = [v for v in _proxy_get("k8s.io/kubernetes/@v/list").split() if re.fullmatch(r"v\d+\.\d+\.\d+", v)]
-    start = max([*listed, versions.KUBERNETES], key=lambda v: tuple(int(x) for x in v[1:].split(".")))
-    return versions.newest_kubernetes(start)
+    """'latest': the newest buildable patch of the newest supported minor, probed by name (the
+    proxy's list omits some releases, and a newer minor is outside what the suite supports)."""
+    minor = max(versions.SUPPORTED, key=versions.minor_of)
+    newest = versions.newest_patch(minor)
+    if newest is None:
+        raise BuildError(f"the Go module proxy {versions.module_proxy()} serves no buildable k8s.io/kubernetes {minor}"
+                         f" release; choose one with --k8s-version, e.g. {versions.SUPPORTED[minor]}")
+    return newest
 
 
 def _go_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -218,10 +222,12 @@ def _module_exists(mod: str, version: str) -> bool:
         return False
 
 
-def _check_kubernetes_zip(version: str) -> None:
-    if not versions.module_zip_served("k8s.io/kubernetes", version):
+def _check_kubernetes_served(version: str) -> None:
+    # .info, .mod and .zip: the proxy serves some releases only in part, and `go` needs all three.
+    refused = versions.unbuildable(version)
+    if refused:
         raise BuildError(
-            f"the Go proxy refuses the k8s.io/kubernetes {version} module zip (it may list the version"
+            f"the Go proxy does not serve all of k8s.io/kubernetes {version} ({refused}; it may list the version"
             f" and still not serve it); choose another with --k8s-version, e.g. {versions.KUBERNETES}")
 
 
@@ -257,7 +263,7 @@ def kubernetes_component(source: KubernetesSource | str) -> Component:
             lines.append(f"\t{mod} => {checkout}/staging/src/{mod}")
         commit = f"local-{source.checkout_hash[:12]}"
     else:
-        _check_kubernetes_zip(version)
+        _check_kubernetes_served(version)
         patched: set[str] = {m for p in source.patches for m in p.staging_modules}
         staging_version = "v0." + ".".join(version[1:].split(".")[1:])
         lines += [f"require k8s.io/kubernetes {version}", "", "replace ("]

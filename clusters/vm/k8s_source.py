@@ -182,6 +182,21 @@ def checkout(directory: Path, version: str | None = None) -> KubernetesSource:
     return KubernetesSource(tag, checkout=d, checkout_hash=tree_hash(d))
 
 
+def unsupported(source: KubernetesSource, given: str | None = None) -> str | None:
+    """The one refusal of a build outside the supported minors (clusters/versions.py SUPPORTED),
+    naming what was given, the range and the fix; None inside the range. A checkout's version is
+    ``given`` (--k8s-version) or its `git describe`."""
+    from clusters import versions
+
+    if source.checkout is None:
+        refused = versions.out_of_range(f"--k8s-version {source.release}", source.release)
+        return refused and f"{refused}; {versions.PICK_A_RELEASE}"
+    named = f"--k8s-source {source.checkout} ({source.release}, {'as --k8s-version says' if given else 'from git describe'})"
+    refused = versions.out_of_range(named, source.release)
+    return refused and (f"{refused}; check out a release of Kubernetes {versions.SUPPORTED_RANGE} (a release-1.MINOR"
+                        " branch or tag), or build a supported release with --k8s-version instead of --k8s-source")
+
+
 def _describe(d: Path) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(d), "describe", "--tags", "--abbrev=0"], capture_output=True,

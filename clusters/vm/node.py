@@ -124,8 +124,8 @@ def kubelet_configuration(behavior: str, k8s_version: str) -> tuple[dict[str, An
         patch.setdefault("apiVersion", "kubelet.config.k8s.io/v1beta1")
         base = _merge(base, patch)
         source = f"clusters/kind/{behavior}.yaml"
-    if minor < 34:
-        base.setdefault("featureGates", {})["NodeSwap"] = True
+    if minor < 34:  # unreachable while SUPPORTED starts at 1.34 (older releases are refused); kept for a build
+        base.setdefault("featureGates", {})["NodeSwap"] = True  # of an older minor, where the gate must be on
     base["cgroupDriver"] = "systemd"  # must match containerd's SystemdCgroup=true
     return base, source
 

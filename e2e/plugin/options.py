@@ -206,10 +206,11 @@ def _kubernetes_source(config: pytest.Config) -> Any:
             k8s_source.release(version or versions.KUBERNETES, patches)
     except k8s_source.SourceError as error:
         raise pytest.UsageError(str(error)) from None
-    if source.checkout is None and (1, source.minor) < versions.MIN_KUBERNETES:
-        oldest = ".".join(map(str, versions.MIN_KUBERNETES))
-        raise pytest.UsageError(f"--k8s-version {source.release}: the suite tests Kubernetes {oldest} and newer"
-                                f" (LimitedSwap's formula); pick v{oldest}.0 or later (default {versions.KUBERNETES})")
+    # A checkout's version is known only now (git describe, unless --k8s-version names it): the
+    # range is checked here, for a release and a checkout alike, before anything is built.
+    refused = k8s_source.unsupported(source, version)
+    if refused:
+        raise pytest.UsageError(refused)
     return source
 
 
