@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clusters import commands, versions
-from e2e.oracle import kernel_supports_noswap
+from clusters.kernel import kernel_supports_noswap
 
 GiB = 1024**3
 # A kind cluster of one control plane and one worker, idle, takes about 1.2 GiB; the stress
