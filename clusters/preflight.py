@@ -19,6 +19,7 @@ from pathlib import Path
 
 from clusters import commands, versions
 from clusters.kernel import kernel_supports_noswap
+from workloads.cache import CACHE_VARIABLES, writable_cache_root
 
 GiB = 1024**3
 # A kind cluster of one control plane and one worker, idle, takes about 1.2 GiB; the stress
@@ -382,8 +383,6 @@ def remote_host_checks(host: DockerHost, files: tuple[str, str] | None, clusters
 # --- the cache directory -----------------------------------------------------------------------
 
 def check_cache_dir() -> Check:
-    from clusters.vm.paths import CACHE_VARIABLES, writable_cache_root
-
     try:
         return Check("cache directory", True, str(writable_cache_root()))
     except OSError as error:

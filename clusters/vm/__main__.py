@@ -163,7 +163,7 @@ def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image:
 
 
 def _cache() -> Path:
-    from .paths import writable_cache_root
+    from workloads.cache import writable_cache_root
 
     try:
         return writable_cache_root()
