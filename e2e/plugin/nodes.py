@@ -17,7 +17,7 @@ import pytest
 
 from clusters import behaviors as swap_behaviors
 from clusters import shared
-from clusters.preflight import PreflightError
+from clusters.checks import PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import record, verdict
 from e2e.gate import could_not_test

@@ -28,7 +28,7 @@ import pytest
 
 from clusters import progress, shared
 from clusters.cli import Exit
-from clusters.preflight import PreflightError
+from clusters.checks import PreflightError
 from clusters.provider import Provider
 from e2e.plugin import hooks
 from e2e.plugin.options import settings
