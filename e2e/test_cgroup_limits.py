@@ -90,7 +90,7 @@ def shape_pods(swap_node: SwapNode, request: pytest.FixtureRequest) -> ShapePods
     """Every pod shape, deployed once per node and behavior (pods are created while the node
     runs that behavior: the kubelet fixes a container's swap limit when it creates the
     container), read in one batch on the node, then deleted."""
-    from e2e.plugin.run import the_run
+    from e2e.plugin.state import the_run
 
     image = request.getfixturevalue("swap_provider").stress_image(swap_node)
     run_dir = the_run(request.config).directory

@@ -22,7 +22,7 @@ from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import record, verdict
 from e2e.gate import could_not_test
 from e2e.plugin.options import settings
-from e2e.plugin.run import the_run
+from e2e.plugin.state import the_run
 from e2e.plugin.summary import record_coverage
 
 NAMED = {"no_swap_node": swap_behaviors.NO_SWAP, "limited_swap_node": swap_behaviors.LIMITED_SWAP,

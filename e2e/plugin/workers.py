@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from clusters import behaviors as swap_behaviors
-from e2e.plugin.run import the_run
+from e2e.plugin.state import the_run
 
 
 def behavior_in_nodeid(nodeid: str) -> str | None:
