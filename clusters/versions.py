@@ -1,8 +1,8 @@
 """Every pinned version the suite builds or installs, in one place, and the probe that keeps
 the Kubernetes pin current.
 
-The Go module proxy's version list (``go list -m -versions``, ``@v/list``, ``@latest``) omits
-releases: on 2026-11-21 it stopped at v1.36.3 while v1.37.x resolved when asked by name. And a
+The Go module proxy's version list (``go list -m -versions``, ``@v/list``, ``@latest``) can omit
+releases: it has listed up to v1.36.3 while v1.37.x resolved when asked by name. And a
 version that resolves is not always buildable: v1.37.2's ``.info`` and ``.mod`` are served, its
 module zip is refused (403 "not available"). So "newest" is found by asking for each version's
 zip by name: the next patch of the newest minor until one is missing, then the next minor's
@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 from clusters import cli
 
-# Newest buildable patch of the newest Kubernetes minor on the Go proxy (probed 2026-11-21:
-# v1.37.2 exists but its zip is refused). The vm node and the local kind node image are built
-# from it unless --k8s-version says otherwise.
+# Newest buildable patch of the newest Kubernetes minor on the Go proxy (v1.37.2 exists but its
+# zip is refused; `python -m clusters.versions` says when a newer one is served). The vm node
+# and the local kind node image are built from it unless --k8s-version says otherwise.
 KUBERNETES = "v1.37.1"
 # kind: 0.33 is the first release whose kubeadm config API (v1beta4) kubeadm 1.37 accepts.
 KIND = "v0.33.0"
