@@ -35,7 +35,7 @@ from clusters.behaviors import LIMITED_SWAP, NO_SWAP  # noqa: E402
 from clusters.kind_provider import KindProvider  # noqa: E402
 from clusters.vm import nodeimage  # noqa: E402
 from clusters.vm.kindhost import CONFIG_PATCH_ENV, KindHost  # noqa: E402
-from clusters.vm.paths import cache_root  # noqa: E402
+from workloads.cache import cache_root  # noqa: E402
 
 BEHAVIORS = (NO_SWAP, LIMITED_SWAP)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from clusters import behaviors as swap_behaviors
+from clusters.checks import PreflightError
 
 
 class Exit(enum.IntEnum):
@@ -91,11 +92,9 @@ def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         known: Sequence[type[BaseException]] = ()) -> int:
     """The one error path of a command: its message and exit code, no traceback unless --debug.
 
-    UsageError: 4; a PreflightError (clusters.preflight) or NotReady: its message, 3; Ctrl-C/SIGTERM: 2;
+    UsageError: 4; a PreflightError (clusters.checks) or NotReady: its message, 3; Ctrl-C/SIGTERM: 2;
     an error of a type in ``known`` (a failed build, a guest that did not boot): its message, 1;
     anything else: what it was, and that --debug shows where, 1."""
-    from clusters.preflight import PreflightError
-
     debug = getattr(args, "debug", False)
     try:
         return main(args)

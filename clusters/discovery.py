@@ -285,10 +285,10 @@ def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Ca
     """The node `wanted` picks, once it is Ready and schedulable after its kubelet restarted.
 
     A restarted kubelet's first node status can say NotReady (its runtime and network checks
-    not passed yet) after the old kubelet's Ready was seen: kind run 16 found the node NotReady
-    right after /configz showed the new config and Ready had been seen, and failed a correct
-    kubelet. So the node is looked for until it is there, within `seconds`; one that never comes
-    back Ready still fails, naming what was found."""
+    not passed yet) after the old kubelet's Ready was seen, even right after /configz shows the
+    new config: taking the first status would fail a correct kubelet. So the node is looked for
+    until it is there, within `seconds`; one that never comes back Ready still fails, naming
+    what was found."""
     from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
     seen: list[SwapNode] = []

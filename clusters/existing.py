@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusters.discovery import DiscoveryError, discover, summary
-from clusters.preflight import Check, PreflightError
+from clusters.checks import Check, PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from clusters import commands, kind_config, preflight
+from clusters import checks, commands, kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import NotReadyAfterRestart, api_client, discover, kubelet_config, ready_after_restart, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
@@ -159,7 +159,7 @@ class KindProvider(Provider):
 
     def preflight(self, behaviors: Sequence[str]) -> None:
         covered = [b for b in behaviors if self._why_not(b) is None]
-        preflight.require(preflight.kind_host_checks(
+        checks.require(preflight.kind_host_checks(
             self.kind_bin, kind_config.image_version(self.node_image), [kind_config.MIXED_CLUSTER], self.node_image,
             self.api_ports, nodes=1 + len(covered)))
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clusters import commands, versions
-from e2e.oracle import kernel_supports_noswap
+from clusters.checks import Check
+from clusters.kernel import kernel_supports_noswap
+from workloads.cache import CACHE_VARIABLES, writable_cache_root
 
 GiB = 1024**3
 # A kind cluster of one control plane and one worker, idle, takes about 1.2 GiB; the stress
@@ -30,34 +32,6 @@ SWAPFILE_COMMANDS = (
     "sudo fallocate -l 4G /swapfile && sudo chmod 600 /swapfile && "
     "sudo mkswap /swapfile && sudo swapon /swapfile"
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    remedy: str = ""
-
-    def line(self) -> str:
-        mark = "ok  " if self.ok else "FAIL"
-        text = f"[{mark}] {self.name}: {self.detail}"
-        return text + (f"\n       fix: {self.remedy}" if not self.ok and self.remedy else "")
-
-
-class PreflightError(RuntimeError):
-    def __init__(self, checks: Sequence[Check]):
-        self.checks = list(checks)
-        failed = [c for c in checks if not c.ok]
-        super().__init__(
-            f"preflight failed ({len(failed)} of {len(checks)} checks):\n"
-            + "\n".join(c.line() for c in checks)
-        )
-
-
-def require(checks: Sequence[Check]) -> None:
-    if not all(c.ok for c in checks):
-        raise PreflightError(checks)
 
 
 # --- swap --------------------------------------------------------------------------------------
@@ -382,8 +356,6 @@ def remote_host_checks(host: DockerHost, files: tuple[str, str] | None, clusters
 # --- the cache directory -----------------------------------------------------------------------
 
 def check_cache_dir() -> Check:
-    from clusters.vm.paths import CACHE_VARIABLES, writable_cache_root
-
     try:
         return Check("cache directory", True, str(writable_cache_root()))
     except OSError as error:

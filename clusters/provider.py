@@ -108,7 +108,7 @@ class Provider(ABC):
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot restart a kubelet for one test")
 
     def preflight(self, behaviors: Sequence[str]) -> None:
-        """Raise clusters.preflight.PreflightError listing every missing prerequisite."""
+        """Raise clusters.checks.PreflightError listing every missing prerequisite."""
 
     def prepare(self, behaviors: Sequence[str]) -> None:
         """Once per run, before the first test: create what the behaviors need up front, if the

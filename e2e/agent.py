@@ -13,13 +13,15 @@ leftovers on a node pass it over. Its main process outlives kubelet restarts."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from e2e.nodefiles import HOST_CGROUP, SCRATCH, NodeFiles
+from e2e.nodefiles import HOST_CGROUP, SCRATCH, NodeFiles, Space
 from e2e.observe import unique_name
 from workloads.pods import labels
 
 if TYPE_CHECKING:
+    from clusters.provider import SwapNode
     from e2e.observe import NodeObserver
 
 AGENT_ROLE = {"kube-swap-conformance/role": "node-agent"}
@@ -30,19 +32,21 @@ LIFETIME = "24h"  # the sampler's own bound; the run deletes the agent long befo
 # per node observer (one per node and process): the agent, and the observer to delete it with
 _agents: weakref.WeakKeyDictionary[NodeObserver, NodeFiles] = weakref.WeakKeyDictionary()
 
+# (node, observer, namespace, image, test) -> the agent's workspace: e2e.workspace.Workspace,
+# passed in by the workspace, which starts the agent (so this module does not import it back).
+MakeSpace = Callable[["SwapNode", "NodeObserver", str, str, str], Space]
+
 
 def is_agent(pod: dict) -> bool:
     return all((pod["metadata"].get("labels") or {}).get(k) == v for k, v in AGENT_ROLE.items())
 
 
-def node_agent(observer: NodeObserver, image: str) -> NodeFiles:
-    """The agent on the observer's node, started on first use."""
-    from e2e.workspace import Workspace
-
+def node_agent(observer: NodeObserver, image: str, workspace: MakeSpace) -> NodeFiles:
+    """The agent on the observer's node, started on first use in a `workspace` of its own."""
     if observer not in _agents:
         node = observer.node
         namespace = observer.create_namespace(unique_name("ksc-agent"), {**labels("node-agent"), **AGENT_ROLE})
-        ws = Workspace(node, observer, namespace, image, "node-agent")
+        ws = workspace(node, observer, namespace, image, "node-agent")
         command = ["/swapstress", "sample-cgroups", "--keep", "--timeout", LIFETIME, "--out-dir", SAMPLES,
                    "--follow-dir", FOLLOW, HOST_CGROUP]
         _agents[observer] = NodeFiles.on(ws, node.name, name="node-agent", critical=True, command=command,

@@ -10,7 +10,7 @@ import pytest
 from clusters.provider import NotCoveredError, SwapNode
 from e2e.gate import could_not_test
 from e2e.observe import unique_name
-from e2e.plugin.run import the_run
+from e2e.plugin.state import the_run
 from e2e.record import Recorder
 from e2e.workspace import Workspace, observer_of
 from workloads.pods import labels

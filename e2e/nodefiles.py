@@ -9,26 +9,42 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workloads.pods import labels
 
 if TYPE_CHECKING:
+    from clusters.provider import SwapNode
     from e2e.observe import NodeObserver
-    from e2e.workspace import Workspace
 
 HOST_CGROUP = "/host-cgroup"
 SCRATCH = "/scratch"  # the reader's own writable directory (the image has no other)
 EXEC_RETRY_SECONDS = 120
 
 
+class Space(Protocol):
+    """Where a reader or writer pod is deployed: what it uses of a test's Workspace
+    (e2e/workspace.py). The workspace starts readers (the node agent, e2e/agent.py) and so
+    imports this module; naming only what is used here keeps the dependency one way."""
+
+    node: SwapNode
+    observer: NodeObserver
+    namespace: str
+    image: str
+    test: str
+
+    def deploy(self, manifest: dict[str, Any]) -> dict[str, Any]: ...
+
+    def running(self, name: str) -> dict[str, Any]: ...
+
+
 @dataclass
 class NodeFiles:
-    ws: Workspace
+    ws: Space
     pod: str
 
     @classmethod
-    def on(cls, ws: Workspace, node: str, name: str = "cgroup-reader", critical: bool = False,
+    def on(cls, ws: Space, node: str, name: str = "cgroup-reader", critical: bool = False,
            command: list[str] | None = None, extra_labels: dict[str, str] | None = None) -> "NodeFiles":
         """`critical`: system-node-critical, so the kubelet never evicts it under pressure.
         `command`: the reader's main process (default: it pauses)."""
@@ -195,14 +211,14 @@ class StaticPodDir:
     pkg/kubelet/config/file.go extractFromDir) and renamed into place in the same directory, so
     the kubelet never reads half of one."""
 
-    ws: Workspace
+    ws: Space
     pod: str
     node_path: str  # staticPodPath as the kubelet's /configz gives it
     loader: list[str]  # [loader, --library-path, LIBS]
     tools: dict[str, str]  # cp, mv, rm -> path in the writer
 
     @classmethod
-    def on(cls, ws: Workspace, node: str, static_pod_path: str, manifests: dict[str, str],
+    def on(cls, ws: Space, node: str, static_pod_path: str, manifests: dict[str, str],
            name: str = "static-pod-writer") -> "StaticPodDir":
         """Deploy the writer on `node` with `manifests` ({file name: text}) ready to place.
         Raises NodeToolsUnavailable when the node's loader or coreutils are not where looked."""
@@ -238,7 +254,7 @@ class StaticPodDir:
         return cls(ws, name, static_pod_path, loader, tools)
 
     @staticmethod
-    def _find_tools(ws: Workspace, pod: str) -> tuple[list[str], dict[str, str]]:
+    def _find_tools(ws: Space, pod: str) -> tuple[list[str], dict[str, str]]:
         candidates = [f"{HOST_ROOT}/{path}" for path, _ in _LOADERS]
         candidates += [f"{HOST_ROOT}/{d}/{tool}" for d in _TOOL_DIRS for tool in ("cp", "mv", "rm")]
         # `resident` opens each path (following symlinks as exec would) and prints the ones it

@@ -34,6 +34,7 @@ from clusters.behaviors import (
     UnknownBehaviorError,
     normalize,
 )
+from clusters.kernel import kernel_supports_noswap  # the preflight needs it too: it lives below both
 
 __all__ = [
     "ALL_BEHAVIORS",
@@ -658,28 +659,6 @@ def readback_tmpfs_size_kib(size_bytes: int, page_size: int = PAGE_SIZE) -> int:
     """tmpfs keeps its size in pages, rounded up, and mountinfo prints it as `size=<N>k`."""
     pages = -(-size_bytes // page_size)
     return pages * page_size // 1024
-
-
-_RELEASE = re.compile(r"^(\d+)\.(\d+)")
-
-
-def kernel_supports_noswap(kernel_release: str, probe_succeeded: bool | None = None) -> bool:
-    """IsTmpfsNoswapOptionSupported: kernel >= 6.4, or else a real `noswap` tmpfs probe mount.
-
-    Distributions backport `noswap`, so below 6.4 the answer is the probe's; passing no probe
-    result for an older kernel is an error rather than a guess.
-    """
-    match = _RELEASE.match(kernel_release)
-    if not match:
-        raise ValueError(f"cannot read a kernel version from {kernel_release!r}")
-    if (int(match.group(1)), int(match.group(2))) >= (6, 4):
-        return True
-    if probe_succeeded is None:
-        raise ValueError(
-            f"kernel {kernel_release} is older than 6.4: whether it supports tmpfs noswap"
-            " depends on a probe mount; pass its result"
-        )
-    return probe_succeeded
 
 
 def expects_noswap(volume: MemoryBackedVolume | Mapping[str, Any], kernel_has_noswap: bool) -> bool:

@@ -90,7 +90,7 @@ def shape_pods(swap_node: SwapNode, request: pytest.FixtureRequest) -> ShapePods
     """Every pod shape, deployed once per node and behavior (pods are created while the node
     runs that behavior: the kubelet fixes a container's swap limit when it creates the
     container), read in one batch on the node, then deleted."""
-    from e2e.plugin.run import the_run
+    from e2e.plugin.state import the_run
 
     image = request.getfixturevalue("swap_provider").stress_image(swap_node)
     run_dir = the_run(request.config).directory
@@ -124,8 +124,9 @@ def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
         deployed = ShapePods(node, namespace, {})
         supported = [s for s in QOS_SHAPES if not s.min_kubernetes or node.kubelet_at_least(s.min_kubernetes)]
         for shape in supported:
-            deployed.built[shape.id] = shape.manifest(image, namespace, f"qos-shapes-{shape.id}",
-                                                      node.memory_capacity, node.swap_capacity)
+            deployed.built[shape.id] = shape.manifest(
+                image, namespace, f"qos-shapes-{shape.id}",
+                lambda near: oracle.page_edge_request(near, node.memory_capacity, node.swap_capacity))
             observer.create(deployed.built[shape.id])
         reader = Workspace(node, observer, namespace, image, "qos-shapes").node_files()
         for shape in supported:
@@ -214,8 +215,12 @@ def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode) -> Non
     """Guard against a suite that passes by accident: under LimitedSwap at least one container
     must have a non-zero expected swap limit, or the cgroup tests above prove nothing."""
     memory, swap = limited_swap_node.memory_capacity, limited_swap_node.swap_capacity
+
+    def page_edge(near: int) -> int:
+        return oracle.page_edge_request(near, memory, swap)
+
     expected = [
-        oracle.expected_swap_max("LimitedSwap", shape.manifest("x", "ns", "t", memory, swap), c, memory, swap)
+        oracle.expected_swap_max("LimitedSwap", shape.manifest("x", "ns", "t", page_edge), c, memory, swap)
         for shape in QOS_SHAPES
         for c in shape.container_names()
     ]

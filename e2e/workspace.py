@@ -7,17 +7,16 @@ import warnings
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusters.provider import SwapNode
+from e2e.agent import node_agent
 from e2e.alone import burst
 from e2e.apitime import api_time
+from e2e.nodefiles import NodeFiles
 from e2e.observe import NodeObserver, wait_for
 from e2e.record import Recorder, Series
 from e2e.sampler import CgroupSampler, parse_series
-
-if TYPE_CHECKING:
-    from e2e.nodefiles import NodeFiles
 
 _observers: dict[tuple[str, str], NodeObserver] = {}
 
@@ -63,9 +62,7 @@ class Workspace:
 
     def node_files(self) -> NodeFiles:
         """The node's own files, read by the node agent (e2e/agent.py), started on first use."""
-        from e2e.agent import node_agent
-
-        return node_agent(self.observer, self.image)
+        return node_agent(self.observer, self.image, Workspace)
 
     def deploy_sampled(self, *manifests: dict[str, Any], container: str = "stress", interval: str = "100ms") -> None:
         """Deploy pods whose container's memory the node agent samples from its cgroup, every

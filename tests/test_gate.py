@@ -196,7 +196,7 @@ class FakeProvider(Provider):
                         4 << 30, 2 << 30, True)
 
 def pytest_ksc_make_provider(config):  # the suite's hook: this plugin (-p fake) offers the provider
-    from e2e.plugin.run import progress_for
+    from e2e.plugin.state import progress_for
 
     return FakeProvider(progress_for(config, "fake"))
 '''

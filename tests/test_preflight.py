@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clusters import preflight
+from clusters.checks import PreflightError, require
 
 HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
 CGROUP2_MOUNTS = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"
@@ -196,9 +197,9 @@ def test_real_docker_and_kind_if_present() -> None:
 
 
 def test_preflight_error_lists_every_check() -> None:
-    checks = [preflight.check_swap(HEADER), preflight.check_cgroup_v2(CGROUP2_MOUNTS, "memory")]
-    with pytest.raises(preflight.PreflightError) as raised:
-        preflight.require(checks)
+    listed = [preflight.check_swap(HEADER), preflight.check_cgroup_v2(CGROUP2_MOUNTS, "memory")]
+    with pytest.raises(PreflightError) as raised:
+        require(listed)
     text = str(raised.value)
     assert "1 of 2 checks" in text and "[FAIL] swap" in text and "[ok  ] cgroup v2" in text and "fix: " in text
 

@@ -22,7 +22,7 @@ NODE_MEMORY, NODE_SWAP = 4 * 1024 * Mi, 2 * 1024 * Mi
 
 
 def built(shape: PodShape) -> dict:
-    return shape.manifest("img", "ns", "t", NODE_MEMORY, NODE_SWAP)
+    return shape.manifest("img", "ns", "t", lambda near: oracle.page_edge_request(near, NODE_MEMORY, NODE_SWAP))
 
 
 @pytest.mark.parametrize("shape", QOS_SHAPES, ids=[s.id for s in QOS_SHAPES])
@@ -119,7 +119,8 @@ def test_a_request_is_picked_on_the_node() -> None:
     requests = {c["name"]: c["resources"]["requests"]["memory"] for c in built(shape)["spec"]["containers"]}
     assert requests == {"odd": "123456789", "page-edge": "100007935"}
     # on a vm-like node (MemTotal 4010000 KiB, a 2 GiB swap file less its header page)
-    vm = shape.manifest("img", "ns", "t", 4010000 * 1024, 2 * 1024 * Mi - 4096)
+    vm_memory, vm_swap = 4010000 * 1024, 2 * 1024 * Mi - 4096
+    vm = shape.manifest("img", "ns", "t", lambda near: oracle.page_edge_request(near, vm_memory, vm_swap))
     assert vm["spec"]["containers"][1]["resources"]["requests"]["memory"] == "100007397"
 
 

@@ -6,6 +6,7 @@ the suite and the test that made it, so anything left behind is findable and att
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,22 +25,20 @@ class PageEdge:
 
     near: int
 
-    def bytes_for(self, node_memory: int, node_swap: int) -> int:
-        from e2e.oracle import page_edge_request  # the kubelet's formula lives in one place
 
-        return page_edge_request(self.near, node_memory, node_swap)
-
-
-NodeSizes = tuple[int, int]  # (status.capacity.memory, swap capacity) of the node a pod goes to
+# `near` -> the request picked on the node's memory and swap: the caller's binding of
+# e2e.oracle.page_edge_request to that node. The kubelet's formula lives in the oracle only, a
+# layer above this one, so the manifests take the pick instead of importing it.
+PageEdgePick = Callable[[int], int]
 
 
-def _resolve(resources: dict[str, str | PageEdge], sizes: NodeSizes | None, where: str) -> dict[str, str]:
+def _resolve(resources: dict[str, str | PageEdge], page_edge: PageEdgePick | None, where: str) -> dict[str, str]:
     out = {}
     for name, value in resources.items():
         if isinstance(value, PageEdge):
-            if sizes is None:
+            if page_edge is None:
                 raise ValueError(f"{where}: its {name} request is picked on the node: pass the node's memory and swap")
-            value = str(value.bytes_for(*sizes))
+            value = str(page_edge(value.near))
         out[name] = value
     return out
 
@@ -54,10 +53,10 @@ class Box:
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
     command: tuple[str, ...] = (STRESS, "pause")
 
-    def manifest(self, image: str, sizes: NodeSizes | None = None) -> dict[str, Any]:
+    def manifest(self, image: str, page_edge: PageEdgePick | None = None) -> dict[str, Any]:
         resources: dict[str, Any] = {}
         if self.requests:
-            resources["requests"] = _resolve(self.requests, sizes, f"container {self.name}")
+            resources["requests"] = _resolve(self.requests, page_edge, f"container {self.name}")
         if self.limits:
             resources["limits"] = dict(self.limits)
         container: dict[str, Any] = {
@@ -89,19 +88,19 @@ class PodShape:
     pod_limits: dict[str, str] = field(default_factory=dict)
     min_kubernetes: str | None = None
 
-    def manifest(self, image: str, namespace: str, test: str, node_memory: int | None = None,
-                 node_swap: int | None = None) -> dict[str, Any]:
-        """The pod; a shape with a request picked on the node (PageEdge) needs the node's
-        memory and swap capacity."""
-        sizes = None if node_memory is None or node_swap is None else (node_memory, node_swap)
+    def manifest(self, image: str, namespace: str, test: str,
+                 page_edge: PageEdgePick | None = None) -> dict[str, Any]:
+        """The pod; a shape with a request picked on the node (PageEdge) needs `page_edge`, the
+        pick on the node's memory and swap capacity (e.g. ``lambda near:
+        oracle.page_edge_request(near, node.memory_capacity, node.swap_capacity)``)."""
         spec: dict[str, Any] = {
-            "containers": [c.manifest(image, sizes) for c in self.containers],
+            "containers": [c.manifest(image, page_edge) for c in self.containers],
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
             "automountServiceAccountToken": False,
         }
         if self.init:
-            spec["initContainers"] = [c.manifest(image, sizes) for c in self.init]
+            spec["initContainers"] = [c.manifest(image, page_edge) for c in self.init]
             for init in spec["initContainers"]:
                 if "restartPolicy" not in init:  # a plain init container must finish
                     init["command"] = [STRESS, "true"]

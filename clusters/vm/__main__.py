@@ -160,7 +160,7 @@ def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
 def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image: bool, boot: bool,
                binaries: bool = True) -> None:
     """The host's tools, all at once, before anything is built or booted (exit 3)."""
-    from clusters.preflight import require
+    from clusters.checks import require
 
     from . import hostcheck
 
@@ -168,12 +168,12 @@ def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image:
 
 
 def _cache() -> Path:
-    from .paths import writable_cache_root
+    from workloads.cache import writable_cache_root
 
     try:
         return writable_cache_root()
     except OSError as error:
-        from clusters.preflight import Check, PreflightError
+        from clusters.checks import Check, PreflightError
 
         raise PreflightError([Check("cache directory", False, error.strerror or str(error),
                                     "export KSC_CACHE_DIR=/a/writable/dir")]) from None

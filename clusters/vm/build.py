@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from clusters import versions
+from workloads.cache import cache_root
 
 from . import k8s_source
 from .k8s_source import KubernetesSource
-from .paths import cache_root
 
 Progress = Callable[[str], None]
 

@@ -25,12 +25,13 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from clusters.kubelet_config import KUBELET_CONFIG, NodeKubelet
+from workloads.cache import cache_root
 
 from . import build as _build
 from . import guestfiles, image, node, qemu
 from .guest import Guest
 from .k8s_source import KubernetesSource
-from .paths import cache_root, default_state_dir
+from .paths import default_state_dir
 from .progress import stderr_progress
 
 Progress = Callable[[str], None]

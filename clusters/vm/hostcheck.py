@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clusters import versions
-from clusters.preflight import Check
+from clusters.checks import Check
 
 from . import build as _build
 from .k8s_source import KubernetesSource

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from workloads.cache import cache_root
+
 from . import guestfiles
 from .build import cache_lock
-from .paths import cache_root
 
 Progress = Callable[[str], None]
 

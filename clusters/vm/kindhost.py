@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from clusters.behaviors import ALL_BEHAVIORS
+from workloads.cache import cache_root
 
 from . import guestfiles, image, qemu
 from .cluster import interrupts_raise
 from .guest import Guest
 from .guestfiles import GUEST_IP
-from .paths import cache_root
 from .progress import stderr_progress
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ IGNORE_PREFLIGHT = ["NumCPU", "Mem", "Swap", "ImagePull", "SystemVerification", 
 # TCG emulation is ~10x slower: give static pods room before the kubelet kills them. And probe
 # readiness every 10 s, not kubeadm's every 1 s: each probe of the API server and the scheduler
 # is a new TLS handshake, and on an idle emulated kind cluster the three readiness probes took
-# about 0.13 of its 2 vCPUs (1.035 -> 0.905 vCPU, measured 2026-11-26). Readiness of a static
+# about 0.13 of its 2 vCPUs (an idle node: 1.035 vCPU, 0.905 with these periods). Readiness of a static
 # pod gates nothing here (no Service selects them; kubeadm waits on the health endpoints).
 PROBE_PATCH = {
     "kube-apiserver": {"startupProbe": {"failureThreshold": 180, "timeoutSeconds": 60},

@@ -44,12 +44,12 @@ from typing import Callable
 import yaml
 
 from clusters import versions
+from workloads.cache import cache_root
 
 from .k8s_source import KubernetesSource
 from . import build as _build
 from . import guestfiles, image, node
 from .build import cache_lock
-from .paths import cache_root
 
 Progress = Callable[[str], None]
 

@@ -10,6 +10,8 @@ lay out theirs):
 * ``summary``  what the run proved: results, the gate's verdict, the results directory, the
                terminal sections
 * ``hooks``    the plugin's own hook, ``pytest_ksc_make_provider`` (a plugin may offer the provider)
+* ``state``    the run as the others read it (``the_run``, ``is_worker``): no hooks, and it imports
+               none of the modules above that read it, so their imports point one way
 
 The repository's ``conftest.py`` registers it.
 """

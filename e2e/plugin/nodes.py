@@ -17,12 +17,12 @@ import pytest
 
 from clusters import behaviors as swap_behaviors
 from clusters import shared
-from clusters.preflight import PreflightError
+from clusters.checks import PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import record, verdict
 from e2e.gate import could_not_test
 from e2e.plugin.options import settings
-from e2e.plugin.run import the_run
+from e2e.plugin.state import the_run
 from e2e.plugin.summary import record_coverage
 
 NAMED = {"no_swap_node": swap_behaviors.NO_SWAP, "limited_swap_node": swap_behaviors.LIMITED_SWAP,
@@ -65,8 +65,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # behavior, `runs_first` tests come first, while the node holds no other test's pods; then
     # the tests that run alone on the node, so that what is left at the end of a behavior's list
     # (what another xdist worker takes once its own are done, e2e/plugin/workers.py) can run
-    # beside its own worker's tests (kind run 18: the worker that took the other behavior's last
-    # tests waited 300 s for that behavior's alone tests, and they for its tests).
+    # beside its own worker's tests (alone tests left at the end would keep the worker that took
+    # them waiting for that behavior's other tests, and those for it).
     items.sort(key=_order)
 
 
@@ -109,9 +109,9 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     from e2e.alone import AloneTimeout, turn, wait_until_ended
 
     # A test that will skip, or touches no node, takes no turn: it would hold its worker for
-    # nothing (kind run 19: a test of an unselected behavior waited 183 s behind the host-wide
-    # overcommit to skip, the shapes guard 114 s behind the eviction test to compute). Not where
-    # one node runs every behavior: asking for its node may switch that node's behavior.
+    # nothing (a test of an unselected behavior would wait behind a host-wide test only to skip,
+    # one that computes from capacities behind a test that drives the node). Not where one node
+    # runs every behavior: asking for its node may switch that node's behavior.
     skip_unless_selected(request, behavior_of(request.node))
     if request.node.get_closest_marker("touches_no_node") is not None \
             and not the_run(request.config).provider.one_node_for_every_behavior:
@@ -122,7 +122,7 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     alone = marker is not None
     asked = time.time()
     # Under -n, the sort alone cannot make a runs_first test run first: another worker may start
-    # a later test of its behavior at the same moment (kind runs 10 and 11: the shapes' deployment).
+    # a later test of its behavior at the same moment (e.g. the shared shapes' deployment).
     not_ended = wait_until_ended(run_dir, _firsts_of_its_behavior(request.node))
     if not_ended:
         warnings.warn(f"{request.node.nodeid} went on without waiting longer for {not_ended} to end "

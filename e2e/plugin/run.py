@@ -1,5 +1,6 @@
 """The run's life: its directory (one per run, handed to every xdist worker), its provider, the
-progress lines the user sees, SIGTERM taken as Ctrl-C, and its end.
+progress lines the user sees, SIGTERM taken as Ctrl-C, and its end. The Run itself, which the
+other parts of the plugin read, is in e2e/plugin/state.py.
 
 Expensive clusters are created once per run and shared by all pytest-xdist workers; only the
 process that owns the run (the xdist controller, or the only process) deletes them, and only
@@ -12,15 +13,11 @@ code says so (3 where the run would otherwise have passed), and nothing the run 
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import signal
-import sys
 import tempfile
-import threading
 import time
-import traceback
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -28,120 +25,14 @@ import pytest
 
 from clusters import progress, shared
 from clusters.cli import Exit
-from clusters.preflight import PreflightError
 from clusters.provider import Provider
-from e2e.plugin import hooks
+from e2e.plugin import hooks, summary
+from e2e.plugin.nodes import behavior_of
 from e2e.plugin.options import settings
+from e2e.plugin.state import RUN, Run, is_worker, show, the_run, uses_xdist
 
 RUN_DIR_KEY = "ksc_run_dir"
 RUN_START_KEY = "ksc_run_start"
-
-
-class Run:
-    """One run of the suite, as one process of it sees it."""
-
-    def __init__(self, config: pytest.Config, directory: Path, start: float, owner: bool):
-        self.config = config
-        self.directory = directory
-        self.start = start
-        self.owner = owner  # the xdist controller, or the only process: it tears down
-        self._provider: Provider | None = None
-        self._torn_down = False
-        self._preflight_asked = False
-        self.teardown_lines: list[str] = []  # what teardown did, for the summary
-        self.teardown_said = False
-        self.session: pytest.Session | None = None
-        self.sigterm_before: Any = signal.SIG_DFL
-
-    @property
-    def provider(self) -> Provider:
-        if self._provider is None:
-            self._provider = self.config.hook.pytest_ksc_make_provider(config=self.config)
-        return self._provider
-
-    def progress(self, source: str) -> progress.Progress:
-        """Lines the user sees live in the terminal, from whichever process of the run writes them:
-        an xdist worker's reach the terminal through the controller (which follows the run's
-        progress file); without xdist the process shows its own, past pytest's output capture."""
-        show = None if not self.owner or uses_xdist(self.config) else lambda line: _show_past_capture(self.config, line)
-        return progress.writer(self.directory, source, self.start, show)
-
-    def say(self, *lines: str) -> None:
-        say(self.config, *lines)
-
-    def preflight(self) -> None:
-        """The provider's preflight, once per run (any process may ask; clusters/shared.py runs
-        it in one and records the outcome). Raises PreflightError, or SharedCreationError when it
-        failed in another process."""
-        behaviors = settings(self.config).behaviors
-        shared.get_or_create(self.directory, "preflight", lambda: self.provider.preflight(behaviors) or {})
-
-    def preflight_or_stop(self) -> None:
-        """In the process that owns the run, before any test: a failure stops the run with its one
-        message and exit 3, as pytest.exit does, whether or not xdist workers wait for tests."""
-        if self._preflight_asked:
-            return
-        self._preflight_asked = True
-        try:
-            self.preflight()
-        except (PreflightError, shared.SharedCreationError) as error:
-            pytest.exit(str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: "),
-                        returncode=Exit.PREFLIGHT)
-
-    def teardown(self) -> None:
-        """Remove what this run created (or say what --keep-clusters keeps), once, whatever
-        raised before; a Ctrl-C or SIGTERM meanwhile is said and waited out (stopping now would
-        leave behind what is being deleted)."""
-        if not self.owner or self._torn_down:
-            return
-        self._torn_down = True
-        with _signals_deferred():
-            created = shared.created(self.directory)
-            if not created:
-                return
-            if self.config.getoption("keep_clusters"):
-                self.teardown_lines += [_kept(entry) for entry in created]
-                return
-            try:
-                self.teardown_lines += self.provider.teardown(created)
-            except Exception as error:  # noqa: BLE001 - said, with what is left, instead of a traceback
-                names = ", ".join(f"{e['provider']} {e['cluster']}" for e in created)
-                self.teardown_lines.append(f"FAILED to delete what the run created ({names}): {type(error).__name__}:"
-                                           f" {error}")
-
-    def crashed(self, session: pytest.Session | None, error: BaseException) -> None:
-        """An end-of-run hook raised: say it once, and a run that would have passed exits 3."""
-        frame = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
-        where = f" (at {frame[0].filename}:{frame[0].lineno})" if frame else ""
-        self.say(f"the end of the run failed: {type(error).__name__}: {error}{where}; teardown runs all"
-                 " the same")
-        if session is not None and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-
-    def show_teardown(self) -> None:
-        """The teardown lines, where the summary section that carries them was not written."""
-        if not self.teardown_said:
-            self.teardown_said = True
-            self.say(*self.teardown_lines)
-
-
-RUN = pytest.StashKey[Run]()
-
-
-def the_run(config: pytest.Config) -> Run:
-    return config.stash[RUN]
-
-
-def is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def uses_xdist(config: pytest.Config) -> bool:
-    return config.pluginmanager.has_plugin("dsession")
-
-
-def progress_for(config: pytest.Config, source: str) -> progress.Progress:
-    return the_run(config).progress(source)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -214,13 +105,6 @@ def _cleanup_leaked(run: Run) -> None:
                            " ksc-limitedswap, ksc-workloadcontrolledswap of earlier versions) found"]))
 
 
-def _kept(entry: dict) -> str:
-    cluster = entry["cluster"]
-    how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
-           else "stop it with `python -m clusters.vm down`")
-    return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"
-
-
 # --- preflight: once, in the process that owns the run, before any test -------------------------
 
 PREFLIGHT_NEEDED = "preflight-needed"  # a worker collected tests that need nodes
@@ -228,8 +112,6 @@ PREFLIGHT_NEEDED = "preflight-needed"  # a worker collected tests that need node
 
 def _needs_nodes(config: pytest.Config, items: list[pytest.Item]) -> bool:
     """Whether a collected test will ask for the provider or a node of a selected behavior."""
-    from e2e.plugin.nodes import behavior_of
-
     selected = settings(config).behaviors
     return any("swap_provider" in getattr(item, "fixturenames", ()) or "workspace" in getattr(item, "fixturenames", ())
                or behavior_of(item) in selected for item in items)
@@ -258,36 +140,6 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
 
 # --- what the user sees --------------------------------------------------------------------------
 
-def say(config: pytest.Config, *lines: str) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    for line in lines:
-        if reporter is not None:
-            reporter.write_line(f"kube-swap-conformance: {line}")
-        else:
-            print(f"kube-swap-conformance: {line}", file=sys.stderr, flush=True)
-
-
-def _show(config: pytest.Config, line: str) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        return
-    # xdist's progress characters leave the line open; start a new one first
-    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
-        reporter.write("\n")
-    reporter.write_line(f"kube-swap-conformance {line}")
-
-
-def _show_past_capture(config: pytest.Config, line: str) -> None:
-    """Cluster creation runs inside a fixture, where pytest captures output: show the line the
-    way pytest's live logging does."""
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    if capture is None:
-        _show(config, line)
-        return
-    with capture.global_and_fixture_disabled():
-        _show(config, line)
-
-
 _follower_key = pytest.StashKey[progress.Follower]()
 
 
@@ -295,7 +147,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if not the_run(config).owner or not uses_xdist(config):
         return  # without xdist every process shows its own progress (Run.progress)
-    config.stash[_follower_key] = progress.Follower(the_run(config).directory, lambda line: _show(config, line)).start()
+    config.stash[_follower_key] = progress.Follower(the_run(config).directory, lambda line: show(config, line)).start()
 
 
 def _stop_progress(config: pytest.Config) -> None:
@@ -305,25 +157,6 @@ def _stop_progress(config: pytest.Config) -> None:
 
 
 # --- the end -------------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def later(signum: int, frame: object) -> None:
-        sys.stderr.write(f"kube-swap-conformance: {signal.Signals(signum).name} while deleting what the run created:"
-                         " deleting it first\n")
-        sys.stderr.flush()
-
-    previous = {sig: signal.signal(sig, later) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
 
 # trylast, and a wrapper: after every other sessionfinish (pytest-xdist's has stopped, or
 # killed, the workers, so none is still creating a cluster while this deletes it), and whether
@@ -345,8 +178,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
 def _end(session: pytest.Session, run: Run) -> None:
     """The gate's verdict and the report (e2e/plugin/summary.py), then teardown: each happens
     even when the one before raised."""
-    from e2e.plugin import summary
-
     try:
         preflight = shared.recorded_error(run.directory, "preflight")
         if preflight and session.exitstatus != pytest.ExitCode.INTERRUPTED:  # a preflight cut short is no failure

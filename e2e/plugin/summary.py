@@ -12,7 +12,7 @@ import pytest
 from clusters import behaviors as swap_behaviors
 from e2e import gate, record, verdict
 from e2e.plugin.options import settings
-from e2e.plugin.run import is_worker, the_run
+from e2e.plugin.state import is_worker, the_run
 
 _phases_key = pytest.StashKey[list]()
 _records_key = pytest.StashKey[dict]()

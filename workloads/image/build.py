@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from workloads.cache import cache_root  # one root for every cache of the suite
 from workloads.image.oci import write_image_archive
 
 __all__ = [
@@ -63,8 +64,6 @@ class StressBinaries:
 
 
 def default_cache_dir() -> Path:
-    from clusters.vm.paths import cache_root  # one root for every cache of the suite
-
     return cache_root() / "images"
 
 
