@@ -1,0 +1,181 @@
+"""docs/coverage.md stays true: every test it names is a test function of e2e/ (and every pod
+shape it names is one of workloads/pods.py), every mutant it names is a patch of bench/mutants/,
+every mutant of the bench is in a row, every row names a test or says `not covered:` and why,
+every gap names a proposal that exists, and its counts are its table's."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from workloads.pods import QOS_SHAPES
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "coverage.md"
+E2E = ROOT / "e2e"
+MUTANTS = ROOT / "bench" / "mutants"
+
+TEST_REF = re.compile(r"\b(test_\w+\.py)::(test_\w+)(?:\[([^\]]+)\])?")
+MUTANT_REF = re.compile(r"\b(\d{2}-[a-z](?:[a-z0-9-]*[a-z0-9])?)\b")
+CODE_PATH = re.compile(r"(\.go|\bklc):[A-Za-z_]")
+REASONS = ("out of scope: cgroup v1", "out of scope: Windows", "gap")
+PROPOSAL_REF = re.compile(r"\bG(\d+)\b")
+PROPOSAL_HEADING = re.compile(r"^### G(\d+):", re.MULTILINE)
+COUNTS = re.compile(r"\*\*(\d+) rows: (\d+) covered, (\d+) out of scope, (\d+) gaps\.\*\*")
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    code: str
+    rule: str
+    claims: str
+    mutants: str
+
+    @property
+    def tests(self) -> list[tuple[str, str, str | None]]:
+        """(module, function, pod shape or None) of every test the claims cell names."""
+        return [(m, f, p or None) for m, f, p in TEST_REF.findall(self.claims)]
+
+    @property
+    def reason(self) -> str | None:
+        """What follows `not covered:` in the claims cell, None where the row claims tests."""
+        text = self.claims.strip()
+        return text[len("not covered:"):].strip() if text.startswith("not covered:") else None
+
+
+def rows(text: str) -> list[Row]:
+    """The rows of every table whose first cell is a row id (S1, K10, ...)."""
+    out = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| ") else []
+        if cells and re.fullmatch(r"[A-Z]\d+", cells[0]):
+            assert len(cells) == 5, f"row {cells[0]} has {len(cells)} cells, not 5: {line}"
+            out.append(Row(*cells))
+    return out
+
+
+def e2e_test_functions() -> dict[str, set[str]]:
+    """module file name -> the test functions it defines (module level, as pytest collects them)."""
+    return {path.name: {node.name for node in ast.parse(path.read_text()).body
+                        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+            for path in sorted(E2E.glob("test_*.py"))}
+
+
+def problems(text: str, tests: dict[str, set[str]], mutants: set[str], shapes: set[str]) -> list[str]:
+    """Everything in the page that is not true of the project (empty: the page is true)."""
+    found = rows(text)
+    out: list[str] = []
+    if not found:
+        return ["no rows"]
+    ids = [r.id for r in found]
+    out += [f"row id {i} is used twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    headings = {int(n) for n in PROPOSAL_HEADING.findall(text)}
+    cited: set[int] = set()
+    for row in found:
+        if not CODE_PATH.search(row.code):
+            out.append(f"{row.id}: the code path names no file:function ({row.code!r})")
+        if not row.rule:
+            out.append(f"{row.id}: no rule")
+        refs, reason = row.tests, row.reason
+        if refs and reason is not None:
+            out.append(f"{row.id}: both tests and 'not covered'")
+        if not refs and reason is None:
+            out.append(f"{row.id}: neither a test nor 'not covered: <reason>'")
+        if reason is not None and not reason.startswith(REASONS):
+            out.append(f"{row.id}: 'not covered: {reason[:40]}...' gives none of the reasons {REASONS}")
+        if reason is not None and reason.startswith("gap"):
+            numbers = {int(n) for n in PROPOSAL_REF.findall(reason)}
+            if not numbers:
+                out.append(f"{row.id}: a gap without a proposal (G<n>)")
+            out += [f"{row.id}: proposal G{n} does not exist" for n in sorted(numbers - headings)]
+            cited |= numbers
+        for module, function, param in refs:
+            if module not in tests:
+                out.append(f"{row.id}: {module} is no test module of e2e/")
+            elif function not in tests[module]:
+                out.append(f"{row.id}: {module}::{function} is no test function")
+            if param is not None and (module != "test_cgroup_limits.py" or param not in shapes):
+                out.append(f"{row.id}: {module}::{function}[{param}]: {param!r} is no pod shape of a shape test")
+    out += [f"proposal G{n} is cited by no row" for n in sorted(headings - cited)]
+    named = set(MUTANT_REF.findall(text))
+    out += [f"mutant {name} does not exist in bench/mutants/" for name in sorted(named - mutants)]
+    in_rows = {name for r in found for name in MUTANT_REF.findall(r.mutants)}
+    out += [f"mutant {name} is in no row" for name in sorted(mutants - in_rows)]
+    counts = COUNTS.search(text)
+    if counts is None:
+        out.append("no '**N rows: C covered, O out of scope, G gaps.**' line")
+    else:
+        covered = sum(1 for r in found if r.reason is None)
+        scoped = sum(1 for r in found if (r.reason or "").startswith("out of scope"))
+        gaps = sum(1 for r in found if (r.reason or "").startswith("gap"))
+        actual = (len(found), covered, scoped, gaps)
+        said = tuple(int(n) for n in counts.groups())
+        if said != actual:
+            out.append(f"the page says {said} (rows, covered, out of scope, gaps); its table has {actual}")
+    return out
+
+
+def _project() -> tuple[dict[str, set[str]], set[str], set[str]]:
+    return e2e_test_functions(), {p.stem for p in MUTANTS.glob("*.patch")}, {s.id for s in QOS_SHAPES}
+
+
+def test_the_coverage_map_is_true() -> None:
+    found = problems(DOC.read_text(encoding="utf-8"), *_project())
+    assert not found, "docs/coverage.md:\n" + "\n".join(found)
+
+
+def test_the_map_covers_the_dimensions_of_the_issue() -> None:
+    groups = {r.id[0] for r in rows(DOC.read_text(encoding="utf-8"))}
+    assert {"S", "K", "C", "L", "M", "R", "E", "V"} <= groups, groups
+
+
+HEAD = """**3 rows: 1 covered, 1 out of scope, 1 gaps.**
+
+| id | code path | swap rule | claims (test: check) | mutants |
+|---|---|---|---|---|
+"""
+
+
+def _page(*lines: str, tail: str = "\n### G1: a proposal\n") -> str:
+    return HEAD + "\n".join(lines) + "\n" + tail
+
+
+CLAIM = "`test_cgroup_limits.py::test_x[shape-a]` (check)"
+GOOD = (f"| K1 | `klc:GetContainerSwapBehavior` | NoSwap for all | {CLAIM} | 01-m |",
+        "| K2 | `a/b.go:F` | v1 | not covered: out of scope: cgroup v1 | — |",
+        "| K3 | `a/b.go:G` | r | not covered: gap (G1) | — |")
+PROJECT = ({"test_cgroup_limits.py": {"test_x"}, "test_a.py": {"test_y"}}, {"01-m"}, {"shape-a"})
+
+
+def test_a_true_page_passes() -> None:
+    assert problems(_page(*GOOD), *PROJECT) == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (("test_cgroup_limits.py::test_x[", "test_cgroup_limits.py::test_gone["), "::test_gone is no test function"),
+    (("test_cgroup_limits.py::test_x[", "test_b.py::test_x["), "test_b.py is no test module"),
+    (("test_cgroup_limits.py::test_x[", "test_a.py::test_y["), "'shape-a' is no pod shape"),
+    (("[shape-a]", "[shape-z]"), "'shape-z' is no pod shape"),
+    (("| 01-m |", "| 02-gone |"), "mutant 02-gone does not exist"),
+    (("| 01-m |", "| — |"), "mutant 01-m is in no row"),
+    ((CLAIM, "ran it by hand"), "K1: neither a test nor 'not covered: <reason>'"),
+    (("not covered: out of scope: cgroup v1", "not covered: too hard"), "gives none of the reasons"),
+    (("not covered: gap (G1)", "not covered: gap"), "K3: a gap without a proposal"),
+    (("not covered: gap (G1)", "not covered: gap (G7)"), "proposal G7 does not exist"),
+    (("`a/b.go:F`", "somewhere"), "K2: the code path names no file:function"),
+    (("| K3 |", "| K2 |"), "row id K2 is used twice"),
+])
+def test_an_untrue_page_fails(change: tuple[str, str], expected: str) -> None:
+    page = _page(*GOOD).replace(*change)
+    found = problems(page, *PROJECT)
+    assert any(expected in p for p in found), found
+
+
+def test_wrong_counts_fail() -> None:
+    page = _page(*GOOD).replace("1 covered, 1 out of scope, 1 gaps", "2 covered, 0 out of scope, 1 gaps")
+    assert any("the page says (3, 2, 0, 1)" in p for p in problems(page, *PROJECT))
