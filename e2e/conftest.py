@@ -51,5 +51,5 @@ def _node_agents() -> Iterator[None]:
 
 @pytest.fixture
 def record(request: pytest.FixtureRequest) -> Recorder:
-    """Checks recorded for the report: `record.check(name, expected, observed, inputs)`."""
+    """Checks recorded for the report: `claim(record, name, expected, observed, inputs)` (e2e/claims.py)."""
     return Recorder(request.node.user_properties)

@@ -19,6 +19,7 @@ import pytest
 from clusters import shared
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
+from e2e.claims import Claims, claim
 from e2e.alone import burst
 from e2e.nodefiles import CgroupRead
 from e2e.observe import explanation, unique_name, wait_for
@@ -181,16 +182,14 @@ def _values(resources: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape, record: Recorder) -> None:
     pod = shape_pods.pod(shape)
-    mismatches = []
+    each = Claims(record)
     for container in shape.container_names():
         decision = oracle.decide_swap(
             swap_node.behavior, pod, container, swap_node.memory_capacity, swap_node.swap_capacity, cgroup_v2=True
         )
-        want = oracle.readback_swap_max(decision.value)
-        got = shape_pods.read(shape, container, "memory.swap.max")
-        if not record.check(f"memory.swap.max of {container}", want, got, str(decision)):
-            mismatches.append(f"{container}: memory.swap.max reads {got}, expected {want}: {decision}")
-    assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
+        each.claim(f"memory.swap.max of {container}", oracle.readback_swap_max(decision.value),
+                   shape_pods.read(shape, container, "memory.swap.max"), str(decision))
+    each.hold(explain=shape_pods.report(shape))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -198,15 +197,13 @@ def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, sha
     """The container's own memory limit, else the pod-level one (getMemoryLimit), else `max`."""
     pod = shape_pods.pod(shape)
     pod_limit = ((pod["spec"].get("resources") or {}).get("limits") or {}).get("memory")
-    mismatches = []
+    each = Claims(record)
     for container in shape.container_names():
-        want = oracle.expected_memory_max(pod, container)
-        got = shape_pods.read(shape, container, "memory.max")
         limit = (oracle.find_container(pod, container).get("resources", {}).get("limits") or {}).get("memory")
         inputs = f"limits.memory {limit or 'none'}" + (f", pod-level limits.memory {pod_limit}" if pod_limit else "")
-        if not record.check(f"memory.max of {container}", want, got, inputs):
-            mismatches.append(f"{container}: memory.max reads {got}, expected {want} ({inputs})")
-    assert not mismatches, "\n".join(mismatches) + "\n" + shape_pods.report(shape)
+        each.claim(f"memory.max of {container}", oracle.expected_memory_max(pod, container),
+                   shape_pods.read(shape, container, "memory.max"), inputs)
+    each.hold(explain=shape_pods.report(shape))
 
 
 @pytest.mark.touches_no_node("computes expectations from the node's capacities")
@@ -264,8 +261,8 @@ def test_the_swap_share_is_of_the_nodes_capacity_not_its_allocatable(
             decision = oracle.decide_swap("LimitedSwap", pod, "stress", swap_node.memory_capacity, swap_node.swap_capacity)
             got = ws.observer.cgroup_value(ws.namespace, "reserved", "stress", "memory.swap.max")
             want = oracle.readback_swap_max(decision.value)
-            assert ws.record.check("memory.swap.max on a node reserving memory", want, got,
-                                   f"{decision}; systemReserved {SYSTEM_RESERVED}, allocatable {want_allocatable}"), \
-                f"memory.swap.max {got}, expected {want} ({decision}; allocatable {want_allocatable})\n" + ws.explain("reserved")
+            claim(ws.record, "memory.swap.max on a node reserving memory", want, got,
+                  f"{decision}; systemReserved {SYSTEM_RESERVED}, allocatable {want_allocatable}",
+                  explain=lambda: ws.explain("reserved"))
     except NotCoveredError as error:
         pytest.fail(str(error))

@@ -25,6 +25,7 @@ import pytest
 
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
+from e2e.claims import claim
 from e2e.workspace import Workspace, observer_of
 from e2e.eviction import (
     DesignError,
@@ -276,18 +277,17 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     config = ws.observer.configz()
     signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
     ws.record.phase("signal checked")
-    assert ws.record.check("/stats/summary node memory against the node's cgroup files", [], signal.problems,
-                           "availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file;"
-                           f" {signal.judged()}"), \
-        f"/stats/summary node memory is not what the node has: {signal.problems}\n{signal.describe()}"
+    claim(ws.record, "/stats/summary node memory against the node's cgroup files", [], signal.problems,
+          f"availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file; {signal.judged()}",
+          explain=signal.describe)
 
     plan = plan_at(settled, hog)
     others = {key: oracle.pod_memory_request(p) for key, p in settled.pods.items() if key not in designed}
     elsewhere = f"also on the node (memory requests): {others}; other tests' pods waited out first: {leftovers}"
     critical = f"{ws.namespace}/critical"
-    assert ws.record.check("critical pods ranked before the last expected eviction", "includes critical",
-                           plan.passed_over, plan.describe(settled.working_set), ok=critical in plan.passed_over), \
-        "the design does not make the kubelet's ranking reach the critical pod: " + plan.describe(settled.working_set)
+    claim(ws.record, "critical pods ranked before the last expected eviction", "includes critical",
+          plan.passed_over, plan.describe(settled.working_set), ok=critical in plan.passed_over,
+          explain="the design does not make the kubelet's ranking reach the critical pod")
 
     stats_back: float | None = None  # when, on the watch's clock, the restarted kubelet had every pod's stats
     try:
@@ -336,39 +336,39 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
 
     pressure, taint = watch.pressure_seen()
 
-    def verify(name: str, expected: object, observed: object, inputs: str = "", ok: bool | None = None) -> None:
-        assert ws.record.check(name, expected, observed, inputs, ok), \
-            f"{name}: expected {expected}, observed {observed} ({inputs})\n{context}"
-
-    verify("MemoryPressure condition and taint seen", "both", "both" if pressure and taint else f"pressure {pressure},"
-           f" taint {taint}", f"threshold {plan.threshold}, available at settle {settled.node_available}")
-    verify("critical pods evicted", [], [k for k in evicted if k in settled.pods and oracle.is_critical_pod(settled.pods[k])],
-           f"evictPod must pass over {plan.passed_over}")
+    claim(ws.record, "MemoryPressure condition and taint seen", "both",
+          "both" if pressure and taint else f"pressure {pressure}, taint {taint}",
+          f"threshold {plan.threshold}, available at settle {settled.node_available}", explain=context)
+    claim(ws.record, "critical pods evicted", [],
+          [k for k in evicted if k in settled.pods and oracle.is_critical_pod(settled.pods[k])],
+          f"evictPod must pass over {plan.passed_over}", explain=context)
     # Evicting a critical pod is wrong whatever the kubelet's stats; the order is judged only on full stats.
     stats_in_time(request, watch, stats_back, swap_node.behavior)
     mine = [k for k in evicted if k in designed]
     expected_mine = [k for k in plan.expected if k in designed]
-    verify("eviction order (this test's pods)", [k.split("/")[1] for k in expected_mine], [k.split("/")[1] for k in mine],
-           f"ranking {plan.ranking}; working sets {usage}")
-    verify("order problems (every pod)", [], problems, "rankMemoryPressure over active pods")
-    verify("evictions beyond the oracle's, until pressure was over", [], extra_evictions(watch.evictions, plan.expected),
-           f"expected {plan.expected}; over: {QUIET_SECONDS}s without an eviction or MemoryPressure")
-    verify("the oracle's evictions that did not happen", [], [k for k in plan.expected if k not in evicted],
-           f"expected {plan.expected}")
-    verify("pressure over after the last expected eviction", True, watch.over(QUIET_SECONDS), f"within {WATCH_SECONDS}s")
-    verify("what evicted pods say", [], watch.problems_with_evicted_pods(),
-           "DisruptionTarget/TerminationByKubelet naming memory; Failed: reason Evicted; Succeeded only with exit 0"
-           " (kubernetes#120182)")
+    claim(ws.record, "eviction order (this test's pods)", [k.split("/")[1] for k in expected_mine],
+          [k.split("/")[1] for k in mine], f"ranking {plan.ranking}; working sets {usage}", explain=context)
+    claim(ws.record, "order problems (every pod)", [], problems, "rankMemoryPressure over active pods", explain=context)
+    claim(ws.record, "evictions beyond the oracle's, until pressure was over", [],
+          extra_evictions(watch.evictions, plan.expected),
+          f"expected {plan.expected}; over: {QUIET_SECONDS}s without an eviction or MemoryPressure", explain=context)
+    claim(ws.record, "the oracle's evictions that did not happen", [], [k for k in plan.expected if k not in evicted],
+          f"expected {plan.expected}", explain=context)
+    claim(ws.record, "pressure over after the last expected eviction", True, watch.over(QUIET_SECONDS),
+          f"within {WATCH_SECONDS}s", explain=context)
+    claim(ws.record, "what evicted pods say", [], watch.problems_with_evicted_pods(),
+          "DisruptionTarget/TerminationByKubelet naming memory; Failed: reason Evicted; Succeeded only with exit 0"
+          " (kubernetes#120182)", explain=context)
     survivors = [k for k in designed if k not in evicted]
     assert critical in survivors, context
     if swap_node.behavior == "LimitedSwap":
         first = watch.before_first_eviction()
-        verify("node swap usage before the first eviction", "> 0", first.node_swap if first else None,
-               "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap))
+        claim(ws.record, "node swap usage before the first eviction", "> 0", first.node_swap if first else None,
+              "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap), explain=context)
         hog_series = series[("hog", "stress")]
         assert any(s for s in hog_series.swap if s), "the hog never swapped: " + context
     else:
         swapped = {pod: max((s for s in sampled.swap if s is not None), default=None)
                    for (pod, _), sampled in series.items()}
-        verify("memory.swap.current of every pod, every sample", "0 for all", swapped, "NoSwap: memory.swap.max 0",
-               ok=all(v == 0 for v in swapped.values()))
+        claim(ws.record, "memory.swap.current of every pod, every sample", "0 for all", swapped,
+              "NoSwap: memory.swap.max 0", ok=all(v == 0 for v in swapped.values()), explain=context)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from clusters.provider import SwapNode
+from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import (
     Reported,
@@ -65,8 +66,8 @@ def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Calla
     ws = workspace(swap_node)
     mem_total = meminfo(ws)["MemTotal"]
     capacity = ws.observer.node_status()["status"]["capacity"]["memory"]
-    assert ws.record.check("status.capacity.memory", mem_total, int(parse_quantity(capacity)), "MemTotal (/proc/meminfo)"), \
-        f"capacity.memory {capacity}; MemTotal {mem_total}"
+    claim(ws.record, "status.capacity.memory", mem_total, int(parse_quantity(capacity)), "MemTotal (/proc/meminfo)",
+          explain=f"capacity.memory {capacity}; MemTotal {mem_total}")
     assert swap_node.memory_capacity == mem_total  # what every expectation of the run was computed from
 
 
@@ -76,8 +77,8 @@ def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callab
     swap_total = meminfo(ws)["SwapTotal"]
     info = ws.observer.node_status()["status"]["nodeInfo"]
     assert swap_total > 0, "the node has no swap provisioned"
-    assert ws.record.check("nodeInfo.swap.capacity", swap_total, (info.get("swap") or {}).get("capacity"),
-                           "SwapTotal (/proc/meminfo)"), f"nodeInfo {info}; SwapTotal {swap_total}"
+    claim(ws.record, "nodeInfo.swap.capacity", swap_total, (info.get("swap") or {}).get("capacity"),
+          "SwapTotal (/proc/meminfo)", explain=f"nodeInfo {info}; SwapTotal {swap_total}")
 
 
 @dataclass

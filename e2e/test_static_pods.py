@@ -20,6 +20,7 @@ from clusters.discovery import kubelet_config
 from clusters.behaviors import normalize
 from clusters.provider import SwapNode
 from e2e import oracle
+from e2e.claims import Claims
 from e2e.workspace import Workspace
 from e2e.nodefiles import NodeFiles, NodeToolsUnavailable, StaticPodDir
 from e2e.observe import POD_START_SECONDS, wait_for
@@ -135,13 +136,12 @@ def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
         decision = oracle.decide_swap(behavior, mirror, container, swap_node.memory_capacity, swap_node.swap_capacity)
         checks = [("memory.swap.max", oracle.readback_swap_max(decision.value), str(decision)),
                   ("memory.max", oracle.expected_memory_max(mirror, container), "limits.memory 128Mi")]
-        problems = []
+        each = Claims(ws.record)
         for file_name, want, inputs in checks:
-            got = ws.observer.cgroup_value(ws.namespace, mirror_name, container, file_name)
-            if not ws.record.check(f"{file_name} of static pod {mirror_name}/{container}", want, got, inputs):
-                problems.append(f"{file_name} reads {got}, expected {want} ({inputs})")
+            each.claim(f"{file_name} of static pod {mirror_name}/{container}", want,
+                       ws.observer.cgroup_value(ws.namespace, mirror_name, container, file_name), inputs)
         assert decision.value == 0, decision
-        assert not problems, "\n".join(problems) + f"\nmanifest {placed} on {swap_node.name}\n" + ws.explain(mirror_name)
+        each.hold(explain=lambda: f"manifest {placed} on {swap_node.name}\n" + ws.explain(mirror_name))
     finally:
         try:
             static_dir.remove(file)  # also when placing failed half-way

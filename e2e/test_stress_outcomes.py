@@ -13,6 +13,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
+from e2e.claims import claim
 from e2e.record import Series
 from e2e.workspace import Workspace
 from e2e.observe import wait_for
@@ -47,13 +48,13 @@ def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, 
     events = memory_events(ws, "over-limit")
     context = f"{size}, target {target}, swap.current {swap_current}, events {events}\n" + ws.explain("over-limit")
     inputs = f"{size}, allocated {target}"
-    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, inputs), context
+    claim(ws.record, "memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, inputs, explain=context)
     # Every touched page is in RAM or in swap, and RAM holds at most memory.max: so at least the
     # part above the limit is in swap, exactly, whatever else is charged.
     low = target - size.limit
-    assert ws.record.check("memory.swap.current", f">= {low} (allocated - limit), <= {swap_max}", swap_current, inputs,
-                           ok=low <= swap_current <= int(swap_max)), context
-    assert ws.record.check("oom_kill events", 0, events["oom_kill"], inputs), context
+    claim(ws.record, "memory.swap.current", f">= {low} (allocated - limit), <= {swap_max}", swap_current, inputs,
+          ok=low <= swap_current <= int(swap_max), explain=context)
+    claim(ws.record, "oom_kill events", 0, events["oom_kill"], inputs, explain=context)
 
 
 OOM_KILLED = "OOMKilled, or exit 137 with memory.events oom_kill >= 1 in the container's cgroup"
@@ -120,11 +121,11 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
                f" (short by {capacity - allocated}): {terminated}\n" + ws.explain("beyond"))
     inputs = f"{size}, target {target}"
     killed, how = killed_by_the_oom_killer(terminated, ws.samples("beyond"))
-    assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context
+    claim(ws.record, "killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed, explain=context)
     # Killed where memory and swap ran out together, not earlier (swap refused) nor later.
     low = capacity - STEP - OVERHEAD_BOUND
-    assert ws.record.check("allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max {capacity},"
-                           f" less a step and overhead)", allocated, inputs, ok=low <= allocated < capacity), context
+    claim(ws.record, "allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max {capacity},"
+          f" less a step and overhead)", allocated, inputs, ok=low <= allocated < capacity, explain=context)
 
 
 @pytest.mark.needs_behavior("LimitedSwap", "WorkloadControlledSwap")
@@ -153,16 +154,16 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     inputs = f"limit {size.limit}, target {target}"
     assert pod["status"]["qosClass"] == "Guaranteed", context
     killed, how = killed_by_the_oom_killer(terminated, series)
-    assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context
+    claim(ws.record, "killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed, explain=context)
     assert any(current > size.limit // 2 for current, _ in samples), "no sample while it filled: " + context
-    assert ws.record.check("memory.swap.max", 0, series.swap_max_as_read, inputs), context
+    claim(ws.record, "memory.swap.max", 0, series.swap_max_as_read, inputs, explain=context)
     # A sample whose memory.swap.current could not be read was taken as the killed container's
     # cgroup went away (seen on kind: the last one, memory.current still read): it holds no
     # figure, neither 0 nor another. Every sample with one must read 0, and there must be some.
     swapped = [s for _, s in samples if s is not None]
-    assert ws.record.check("memory.swap.current, every sample", 0, max(swapped, default=None),
-                           f"{inputs}, {len(swapped)} of {len(samples)} samples read it",
-                           ok=bool(swapped) and all(s == 0 for s in swapped)), context
+    claim(ws.record, "memory.swap.current, every sample", 0, max(swapped, default=None),
+          f"{inputs}, {len(swapped)} of {len(samples)} samples read it",
+          ok=bool(swapped) and all(s == 0 for s in swapped), explain=context)
 
 
 def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
@@ -202,14 +203,14 @@ def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Wo
     context = f"{size}, hold {hold}\n{log}\n" + ws.explain("spike")
     inputs = f"{size}, hold {hold}, behavior {swap_node.behavior}"
     if swap_node.behavior == "LimitedSwap":
-        assert ws.record.check("spike outcome", "survived", "survived" if terminated is None else terminated.get("reason"),
-                               inputs), context
+        claim(ws.record, "spike outcome", "survived", "survived" if terminated is None else terminated.get("reason"),
+              inputs, explain=context)
         assert "child-exited 0 iteration=1" in log and "done failures=0" in log, context
         assert memory_events(ws, "spike")["oom_kill"] == 0, context
     else:
         killed = "child-killed 9" in log or (terminated or {}).get("reason") == "OOMKilled"
-        assert ws.record.check("spike outcome", "OOM kill (child-killed 9 or container OOMKilled)",
-                               "OOM kill" if killed else "survived", inputs, ok=killed), context
+        claim(ws.record, "spike outcome", "OOM kill (child-killed 9 or container OOMKilled)",
+              "OOM kill" if killed else "survived", inputs, ok=killed, explain=context)
         if terminated is None:
             assert memory_events(ws, "spike")["oom_kill"] >= 1, context
 
@@ -244,8 +245,8 @@ def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode
     # this allocation and thrashes the node's own page cache instead (seen: a NoSwap node
     # with load 20 and an unanswering API server for many minutes, no OOM kill, no eviction).
     swap_max = ws.observer.cgroup_value(ws.namespace, "overcommit", "stress", "memory.swap.max")
-    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, str(size)), (
-        f"not starting the allocation of {size.target}: " + ws.explain("overcommit"))
+    claim(ws.record, "memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, str(size),
+          explain=lambda: f"not starting the allocation of {size.target}: " + ws.explain("overcommit"))
     start(ws, "overcommit")
     ws.observer.wait_log_line(ws.namespace, "overcommit", "stress", f"holding {size.target}")
     time.sleep(HOLD_SECONDS)
@@ -260,17 +261,17 @@ def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode
     context = f"{size}\ncgroup {cgroup}, events {events}, samples {len(swapped)}\n" + ws.explain("overcommit")
     inputs = str(size)
     assert size.target > size.available, context  # the design: more than RAM had to give
-    assert ws.record.check("phase, restarts, state", ("Running", 0, "running"),
-                           (pod["status"]["phase"], status["restartCount"], next(iter(status.get("state") or {}), None)),
-                           f"{inputs}, after holding {HOLD_SECONDS}s"), context
-    assert ws.record.check("oom_kill events", 0, events["oom_kill"], inputs), context
-    assert ws.record.check("memory.max", "max", cgroup["memory.max"], "no memory limit"), context
-    assert ws.record.check("memory.swap.max while holding", swap_max, cgroup["memory.swap.max"], inputs), context
-    assert ws.record.check("memory.swap.current", f"> 0, <= memory.swap.max {cgroup['memory.swap.max']}", swap_current,
-                           inputs, ok=0 < swap_current <= int(cgroup["memory.swap.max"])), context
+    claim(ws.record, "phase, restarts, state", ("Running", 0, "running"),
+          (pod["status"]["phase"], status["restartCount"], next(iter(status.get("state") or {}), None)),
+          f"{inputs}, after holding {HOLD_SECONDS}s", explain=context)
+    claim(ws.record, "oom_kill events", 0, events["oom_kill"], inputs, explain=context)
+    claim(ws.record, "memory.max", "max", cgroup["memory.max"], "no memory limit", explain=context)
+    claim(ws.record, "memory.swap.max while holding", swap_max, cgroup["memory.swap.max"], inputs, explain=context)
+    claim(ws.record, "memory.swap.current", f"> 0, <= memory.swap.max {cgroup['memory.swap.max']}", swap_current,
+          inputs, ok=0 < swap_current <= int(cgroup["memory.swap.max"]), explain=context)
     # Every page it touched is in RAM or in swap.
-    assert ws.record.check("memory.current + memory.swap.current", f">= {size.target} (allocated)",
-                           current + swap_current, inputs, ok=current + swap_current >= size.target), context
-    assert ws.record.check("memory.swap.current, sampled", "rises from 0",
-                           f"first {swapped[0] if swapped else None}, max {max(swapped, default=None)}", inputs,
-                           ok=bool(swapped) and swapped[0] == 0 and max(swapped) > 0), context
+    claim(ws.record, "memory.current + memory.swap.current", f">= {size.target} (allocated)",
+          current + swap_current, inputs, ok=current + swap_current >= size.target, explain=context)
+    claim(ws.record, "memory.swap.current, sampled", "rises from 0",
+          f"first {swapped[0] if swapped else None}, max {max(swapped, default=None)}", inputs,
+          ok=bool(swapped) and swapped[0] == 0 and max(swapped) > 0, explain=context)

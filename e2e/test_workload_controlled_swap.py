@@ -24,6 +24,7 @@ import pytest
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.provider import SwapNode
 from e2e import oracle
+from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.gate import could_not_test
 from e2e.observe import wait_for
@@ -198,8 +199,8 @@ def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace:
     decision = oracle.decide_swap(swap_node.behavior, pod, "stress", swap_node.memory_capacity, swap_node.swap_capacity)
     got = ws.observer.cgroup_value(ws.namespace, case.id, "stress", "memory.swap.max")
     inputs = f"{case.id} on {swap_node.behavior}: {decision}"
-    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(decision.value), got, inputs), \
-        f"memory.swap.max {got}; expected {decision}\n" + ws.explain(case.id)
+    claim(ws.record, "memory.swap.max", oracle.readback_swap_max(decision.value), got, inputs,
+          explain=lambda: ws.explain(case.id))
     # KEP-5359: on NoSwap and LimitedSwap a pod that sets limits.swap (0 included: it changes
     # nothing there either) runs, and a Pod event says the field has no effect; never elsewhere.
     has_field = oracle.SWAP_RESOURCE in (oracle.find_container(manifest, "stress").get("resources") or {}).get("limits", {})
@@ -214,8 +215,8 @@ def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace:
                           lambda: f"events: {ws.observer.events(ws.namespace, case.id)}")
     else:
         events = ignored_events()
-    assert ws.record.check("Pod event: limits.swap has no effect here", wants_event, bool(events), inputs), \
-        f"events: {ws.observer.events(ws.namespace, case.id)}\n" + ws.explain(case.id)
+    claim(ws.record, "Pod event: limits.swap has no effect here", wants_event, bool(events), inputs,
+          explain=lambda: f"events: {ws.observer.events(ws.namespace, case.id)}\n" + ws.explain(case.id))
 
 
 @pytest.mark.needs_behavior("WorkloadControlledSwap")
@@ -246,15 +247,14 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
                f" {len(series.swap)} samples: {terminated}\n" + ws.explain("swapping-guaranteed"))
     inputs = f"Guaranteed, memory {MEMORY}, limits.swap {SWAP}, target {target}"
     assert pod["status"]["qosClass"] == "Guaranteed", context
-    assert ws.record.check("memory.swap.max", swap_max, series.swap_max_as_read,
-                           inputs), context
+    claim(ws.record, "memory.swap.max", swap_max, series.swap_max_as_read, inputs, explain=context)
     killed, how = killed_by_the_oom_killer(terminated, series)
-    assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context
+    claim(ws.record, "killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed, explain=context)
     low = capacity - STEP - OVERHEAD_BOUND
-    assert ws.record.check("allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max, less a step"
-                           " and overhead)", allocated, inputs, ok=low <= allocated < capacity), context
+    claim(ws.record, "allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max, less a step"
+          " and overhead)", allocated, inputs, ok=low <= allocated < capacity, explain=context)
     # It swapped up to its limit: after its last step it held more than its memory limit, and
     # every page above memory.max was in swap, never more than memory.swap.max.
     floor = swap_max - STEP - OVERHEAD_BOUND
-    assert ws.record.check("memory.swap.current, most in any sample", f"in [{floor}, {swap_max}]", swapped,
-                           f"{inputs}, {len(series.swap)} samples", ok=floor <= swapped <= swap_max), context
+    claim(ws.record, "memory.swap.current, most in any sample", f"in [{floor}, {swap_max}]", swapped,
+          f"{inputs}, {len(series.swap)} samples", ok=floor <= swapped <= swap_max, explain=context)
