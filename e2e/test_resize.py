@@ -20,7 +20,7 @@ from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing
-from e2e.test_workload_controlled_swap import needs_limits_swap_api
+from e2e.wcs import needs_limits_swap_api
 from workloads.pods import GUARANTEED, Mi, STRESS, stress_pod
 
 RESIZE_SECONDS = 180
