@@ -36,7 +36,11 @@ SHAPES = [_shape_param(s) for s in QOS_SHAPES]
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_pod_is_the_shape_that_was_built(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape) -> None:
-    """Assert what we built before asserting outcomes: upstream once ran every "QoS case" as
+    """Every pod shape runs as the QoS class it was built as, with its priority class's priority
+    (0 without one), and the pod-level resources the API server stored are the oracle's defaulting
+    of the built ones.
+
+    What was built is asserted before any outcome: upstream once ran every "QoS case" as
     BestEffort because its builder dropped the resources."""
     pod = shape_pods.pod(shape)
     assert pod["status"]["qosClass"] == shape.qos, shape_pods.report(shape)
@@ -56,6 +60,12 @@ def _values(resources: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape, record: Recorder) -> None:
+    """Under LimitedSwap a container of a non-critical Burstable pod whose memory request is not its
+    limit reads its request's share of the node's swap as memory.swap.max, page-floored; every
+    other container, under any behavior, reads 0.
+
+    The expectation is the oracle's (oracle.decide_swap) for the node's behavior, memory and swap
+    capacity, with the rule and its inputs recorded beside each container's value."""
     pod = shape_pods.pod(shape)
     each = Claims(record)
     for container in shape.container_names():
@@ -69,7 +79,10 @@ def test_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodS
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape, record: Recorder) -> None:
-    """The container's own memory limit, else the pod-level one (getMemoryLimit), else `max`."""
+    """Every container's memory.max is its own memory limit, else the pod-level memory limit,
+    else `max`, page-floored.
+
+    The kubelet's getMemoryLimit."""
     pod = shape_pods.pod(shape)
     pod_limit = ((pod["spec"].get("resources") or {}).get("limits") or {}).get("memory")
     each = Claims(record)
@@ -83,7 +96,10 @@ def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, sha
 
 @pytest.mark.touches_no_node("computes expectations from the node's capacities")
 def test_limited_swap_shapes_actually_differ(limited_swap_node: SwapNode) -> None:
-    """Guard against a suite that passes by accident: under LimitedSwap at least one container
+    """On the LimitedSwap node's capacities the oracle expects memory.swap.max above 0 for some
+    shape's container and 0 for another, and the node has swap.
+
+    Guard against a suite that passes by accident: under LimitedSwap at least one container
     must have a non-zero expected swap limit, or the cgroup tests above prove nothing."""
     memory, swap = limited_swap_node.memory_capacity, limited_swap_node.swap_capacity
     expected = [
@@ -102,7 +118,10 @@ SYSTEM_RESERVED = 512 * Mi  # far more than a page's worth of difference in any 
 @pytest.mark.runs_alone("restarts the node's kubelet with memory reserved for the system")
 def test_the_swap_share_is_of_the_nodes_capacity_not_its_allocatable(
         swap_node: SwapNode, swap_provider: Provider, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """The LimitedSwap share divides by the node's memory capacity (cAdvisor's MemoryCapacity,
+    """On a node that reserves memory for the system, a Burstable container's LimitedSwap share
+    is still of the node's memory capacity, not of its allocatable memory.
+
+    The LimitedSwap share divides by the node's memory capacity (cAdvisor's MemoryCapacity,
     kuberuntime_container_linux.go calcSwapForBurstablePods), not by what the kubelet leaves
     pods: on a node that reserves memory (systemReserved) a kubelet dividing by allocatable
     writes a larger share. The suite's nodes reserve none, so this test reserves some."""

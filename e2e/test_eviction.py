@@ -251,6 +251,15 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
                                                        workspace: Callable[[SwapNode], Workspace],
                                                        priority_classes: dict[str, str],
                                                        request: pytest.FixtureRequest) -> None:
+    """Under memory pressure the kubelet sets MemoryPressure and its taint, evicts pods in its
+    ranking's order, passing over critical pods, says on each why, and stops when the pressure is
+    over.
+
+    Before the threshold is set, /stats/summary's node memory (the signal) is checked against the
+    node's own files. Under LimitedSwap the node swaps before the first eviction and the hog swaps;
+    under NoSwap no pod's memory.swap.current leaves 0. The order is judged only where the
+    restarted kubelet had every pod's stats a monitoring interval before its first eviction (else
+    it could not be tested); a critical pod evicted fails either way."""
     if not swap_provider.reconfigures_kubelets:
         # A required check of the gate (e2e/verdict.py): where a provider cannot reconfigure a
         # kubelet for one test (existing: not the suite's cluster) it could not be tested: a skip

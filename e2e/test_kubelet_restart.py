@@ -74,13 +74,17 @@ def expected(ws: Workspace, pod: dict, created_under: str, running_now: str) -> 
 @pytest.mark.runs_alone("restarts the node's kubelet and switches its swapBehavior")
 def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
         swap_node: SwapNode, swap_provider: Provider, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """On the LimitedSwap node the switch is to NoSwap by leaving memorySwap.swapBehavior out of
+    """A running container keeps its identity and memory.swap.max across a kubelet restart and a
+    swapBehavior switch; containers created after the switch, new or recreated, follow the new
+    behavior, and a config without swapBehavior runs NoSwap.
+
+    On the LimitedSwap node the switch is to NoSwap by leaving memorySwap.swapBehavior out of
     the kubelet's config file (failSwapOn: false): KEP-2400 makes NoSwap the default (v1.37.1
     leaves the field empty, defaults.go, and treats "" as NoSwap, kuberuntime_container_linux.go
     GetContainerSwapBehavior). The suite otherwise always writes the field, so a kubelet that
     defaulted an unset value to LimitedSwap would pass everything else; asked here, on the node
-    where the two differ, it costs no kubelet restarts of its own (a test of its own took
-    141 s alone on that node in kind run 19). On the NoSwap node the switch is explicit."""
+    where the two differ, it costs no kubelet restarts of its own. On the NoSwap node the switch
+    is explicit."""
     from clusters.behaviors import normalize
     from clusters.kubelet_config import swap_behavior_unset
 

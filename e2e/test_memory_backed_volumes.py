@@ -60,6 +60,11 @@ def secret_and_config_map(ws: Workspace) -> tuple[str, str]:
 
 
 def test_memory_backed_volume_mounts(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Memory-backed volumes (emptyDir Memory with and without sizeLimit, Secret, projected,
+    downwardAPI) are tmpfs with the size= the kubelet computes and noswap exactly when the kernel
+    has it; a configMap volume is on disk.
+
+    The kernel has noswap from 6.4, or else where a real probe mount says so (kernel_has_noswap)."""
     ws = workspace(swap_node)
     has_noswap = kernel_has_noswap(ws)
     secret, config_map = secret_and_config_map(ws)
@@ -143,7 +148,11 @@ def resident_bytes(ws: Workspace, pod: str, *paths: str) -> dict[str, tuple[int,
 
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_tmpfs_pages_stay_resident_while_anonymous_memory_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """One process in a Burstable container writes a file on its memory-backed emptyDir and a
+    """Under LimitedSwap, while a container's anonymous memory swaps past its limit, a file on its
+    noswap memory-backed emptyDir keeps every page resident and a control file on /dev/shm loses
+    pages to swap.
+
+    One process in a Burstable container writes a file on its memory-backed emptyDir and a
     control file on /dev/shm (the runtime's tmpfs, mounted without noswap), then allocates
     anonymous memory past the container's limit. Both files are the oldest pages in the cgroup,
     so reclaim reaches them first: the control file loses pages to swap, which shows the pressure
@@ -178,10 +187,11 @@ def test_tmpfs_pages_stay_resident_while_anonymous_memory_swaps(swap_node: SwapN
 
 
 def test_tmpfs_data_survives_a_container_restart(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """Data written to a memory-backed emptyDir outlives the container that wrote it (its pages
-    move to the pod's cgroup when the container's is removed): the restarted container finds
-    every byte, still resident, on a mount that is still tmpfs and still `noswap` exactly when
-    the kernel has it."""
+    """Data written to a memory-backed emptyDir outlives the container that wrote it: the restarted
+    container finds every byte resident, on a mount still tmpfs and still `noswap` exactly when the
+    kernel has it.
+
+    The file's pages move to the pod's cgroup when the container's is removed."""
     ws = workspace(swap_node)
     has_noswap = kernel_has_noswap(ws)
     # The container exits when the test creates EXIT_FILE in its writable layer; restartPolicy

@@ -68,6 +68,11 @@ def cgroup(ws: Workspace, name: str) -> dict[str, str]:
 @pytest.mark.min_kubernetes("1.33")  # the swap rule exists since resize went beta and on by default
 @pytest.mark.runs_alone("reads a node-wide counter of infeasible resizes")
 def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap the API server accepts a memory-request resize of a Burstable container
+    with swap and the kubelet refuses it (Infeasible, its message, metric and event), leaving the
+    container, its allocated request and its cgroup unchanged.
+
+    The counter is checked from 1.34, the event from 1.36: the kubelet has them since."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     pod = ws.deploy(stress_pod("swapping", ws.image, ws.namespace, ws.test, [STRESS, "pause"], *size.resources()))
@@ -110,7 +115,11 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
 def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: SwapNode,
                                                                    workspace: Callable[[SwapNode], Workspace],
                                                                    request: pytest.FixtureRequest) -> None:
-    """NoSwap: the very pod and resize refused under LimitedSwap. LimitedSwap: a Guaranteed pod
+    """A memory resize the swap rule allows (under NoSwap; of a Guaranteed pod under LimitedSwap,
+    or of one with limits.swap under WorkloadControlledSwap) is carried out in place: new request
+    and memory.max, memory.swap.max 0 or its limits.swap.
+
+    NoSwap: the very pod and resize refused under LimitedSwap. LimitedSwap: a Guaranteed pod
     (no swap) whose memory request and limit grow together. WorkloadControlledSwap (KEP-5359
     lifts the refusal): that Guaranteed pod with limits.swap, which does swap and keeps its
     limits.swap across the resize."""

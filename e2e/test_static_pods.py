@@ -57,6 +57,8 @@ def swap_max_of_running(ws: Workspace, reader: NodeFiles, namespace: str, pod: s
 # the control plane, which runs LimitedSwap: clusters/kind_config.py control_plane_behavior.)
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_static_pod_containers_get_no_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap every running container of the cluster's own static (mirror) pods reads
+    memory.swap.max 0."""
     ws = workspace(swap_node)
     # The cluster's own: not a static pod of the suite's, which another test may be removing.
     by_node = {n: [p for p in ws.observer.pods_on_node(n) if is_mirror(p) and not of_the_suite(p)]
@@ -96,7 +98,10 @@ def _mirror(ws: Workspace, name: str) -> dict | None:
 
 def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
                                                       workspace: Callable[[SwapNode], Workspace]) -> None:
-    """A Burstable static pod of the suite's own (memory request 64Mi < limit 128Mi, no priority,
+    """Under every behavior a Burstable static pod without a priority, placed in the node's
+    staticPodPath, reads memory.swap.max 0 (every static pod is critical) and memory.max its limit.
+
+    A Burstable static pod of the suite's own (memory request 64Mi < limit 128Mi, no priority,
     no priorityClassName), placed in the swap node's staticPodPath: its container reads
     memory.swap.max 0 under every behavior (types.IsCriticalPod -> IsStaticPod, checked first by
     GetContainerSwapBehavior) and memory.max its limit. Under LimitedSwap the same pod from the

@@ -23,6 +23,9 @@ from workloads.pods import GUARANTEED, Mi, alloc_command, fork_spike_command, st
 
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a Burstable container allocating past its memory limit, within limit plus
+    swap share, is not OOM-killed: its memory.swap.max is its share and at least the part above its
+    limit is in swap."""
     ws = workspace(swap_node)
     size, target = swapping_past_limit(ws, "over-limit")  # past the limit, within limit + swap
     swap_max = ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.max")
@@ -41,6 +44,9 @@ def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, 
 
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a Burstable container allocating past its memory limit plus its swap share
+    is OOM-killed where memory and swap run out: within one step and 16 MiB of memory.max +
+    memory.swap.max."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit + 32 * Mi
@@ -64,11 +70,14 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
 
 @pytest.mark.needs_behavior("LimitedSwap", "WorkloadControlledSwap")
 def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """The allocation that a Burstable pod survives by swapping (test above) kills a
+    """Under LimitedSwap and WorkloadControlledSwap a Guaranteed container without limits.swap
+    allocating past its memory limit is OOM-killed, with memory.swap.max 0 and memory.swap.current
+    0 in every sample until then.
+
+    The allocation that a Burstable pod survives by swapping (test above) kills a
     Guaranteed pod with the same memory limit: it has no swap to spill into, and uses none
-    on the way: memory.swap.current is 0 in every sample until the kill. Under
-    WorkloadControlledSwap the same (KEP-5359: no limits.swap, no swap); the same pod with
-    limits.swap is test_workload_controlled_swap's."""
+    on the way. Under WorkloadControlledSwap the same (KEP-5359: no limits.swap, no swap); the
+    same pod with limits.swap is test_workload_controlled_swap's."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit // 2
@@ -124,8 +133,11 @@ def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """The pre-forking server pattern: holding N and forking needs up to 2N for a moment.
-    With limit < 2N <= limit + swap limit, LimitedSwap rides it out and NoSwap OOM-kills."""
+    """A Burstable container holding N whose forked child dirties its whole copy (2N for a moment,
+    with limit < 2N <= limit + swap limit) rides it out under LimitedSwap and is OOM-killed under
+    NoSwap.
+
+    The pre-forking server pattern: holding N and forking needs up to 2N for a moment."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=16 * Mi)
     hold = size.limit * 5 // 8 // Mi * Mi
@@ -165,10 +177,13 @@ def host_mem_available(ws: Workspace) -> int:
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.runs_alone("allocates more than the host has available in RAM", host=True)
 def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """Swap as node overcommit: a Burstable pod with a request and no memory limit allocates
-    the host's available memory plus a quarter of its LimitedSwap share. Without swap it could
-    not hold that; with it, the pod keeps running (not OOM-killed, not evicted: swap does not
-    count in memory.available) with the part RAM cannot take in swap, within its share."""
+    """Under LimitedSwap a Burstable pod without a memory limit holds the host's available memory
+    plus a quarter of its swap share for 40 s and keeps running, not OOM-killed, with the part RAM
+    cannot take in swap, within its share.
+
+    Swap as node overcommit: without swap the pod could not hold that; with it, it keeps running
+    (not OOM-killed, not evicted: swap does not count in memory.available), memory.max `max`,
+    memory.swap.max the oracle's share, memory.swap.current rising from 0."""
     ws = workspace(swap_node)
     size = overcommit_sizing(swap_node, host_mem_available(ws))
     command = alloc_command(size.target, step=16 * Mi, start_when=START_FILE)

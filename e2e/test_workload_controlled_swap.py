@@ -74,6 +74,11 @@ EVENT_WAIT_SECONDS = 60
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace],
                                                  case: Case, request: pytest.FixtureRequest) -> None:
+    """Under WorkloadControlledSwap a container's memory.swap.max is its limits.swap whatever its
+    QoS class, 0 without one; on NoSwap and LimitedSwap their own rule decides, and there only a
+    pod setting limits.swap gets an event that it has no effect.
+
+    Each case's pod is first checked to be the QoS class it was built as."""
     skip_where_limits_swap_was_refused(swap_node, request)
     ws = workspace(swap_node)
     needs_limits_swap_api(ws, swap_node, request)
@@ -107,9 +112,12 @@ def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace:
 @pytest.mark.needs_behavior("WorkloadControlledSwap")
 def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
         swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace], request: pytest.FixtureRequest) -> None:
-    """KEP-5359 use case 3: a Guaranteed pod with limits.swap allocates past its memory limit
-    into swap, up to limits.swap, and is OOM-killed only where memory.max + memory.swap.max run
-    out (the same pod without the field is killed at its limit: test_guaranteed_pod_never_swaps)."""
+    """Under WorkloadControlledSwap a Guaranteed container with limits.swap allocating past its
+    memory limit swaps up to its limits.swap and is OOM-killed only where memory.max +
+    memory.swap.max run out.
+
+    KEP-5359 use case 3; the same pod without the field is killed at its limit
+    (test_guaranteed_pod_never_swaps)."""
     skip_where_limits_swap_was_refused(swap_node, request)
     ws = workspace(swap_node)
     needs_limits_swap_api(ws, swap_node, request)
