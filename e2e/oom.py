@@ -22,8 +22,8 @@ def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
 
 # Charged to the container besides the anonymous memory it touches: the Go runtime's own heap
 # and stacks, page tables (about 2 KiB per MiB touched), kernel stacks and slab. Clean file
-# pages (the static binary) are reclaimed before anything is OOM-killed. Bounded at 16 MiB;
-# the recorded runs left 0.5-3 MiB (README, "Stress bounds").
+# pages (the static binary) are reclaimed before anything is OOM-killed. Bounded at 16 MiB,
+# several times the 0.5-3 MiB it comes to on the suite's nodes.
 OVERHEAD_BOUND = 16 * Mi
 STEP = 4 * Mi  # alloc_command's step: the kill lands inside one
 
@@ -41,7 +41,7 @@ def killed_by_the_oom_killer(terminated: dict[str, Any], series: Series) -> tupl
     """Whether the OOM killer ended the container, and what said so: the runtime's reason, or the
     kernel's own count in the container's cgroup, which the node agent's samples read until the
     cgroup goes away. containerd can miss the OOM event and report "Error", exit 137, for a
-    container the OOM killer killed (kind run 22, a Guaranteed pod at its limit)."""
+    container the OOM killer killed."""
     reason, code = terminated.get("reason"), terminated.get("exitCode")
     kills = "not read" if series.oom_kills is None else series.oom_kills
     return (reason == "OOMKilled" or (code == 137 and (series.oom_kills or 0) >= 1),

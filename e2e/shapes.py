@@ -87,7 +87,7 @@ def shapes_on(node: SwapNode, image: str, run_dir: Path) -> ShapePods:
     (e2e/conftest.py)."""
 
     def deploy() -> dict[str, Any]:
-        with burst(run_dir):  # not while another node's shapes start too (kind run 6)
+        with burst(run_dir):  # not while another node's shapes start: both can stall the API server
             return deploy_and_read(node, image).to_json()
 
     deployed = deployed_once(run_dir, f"{node.cluster}/{node.name}", node.behavior, deploy)
@@ -130,8 +130,8 @@ def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
         deployed.explanations = {s.id: explanation(deployed.pods[s.id], events.get(s.id, [])) for s in supported}
     except BaseException as error:
         # The deployment's own error is the one every shape test quotes: a deletion refused by
-        # the same overloaded API server must not take its place (a kind run reported only the
-        # deletion's read timeout, in 94 tests).
+        # the same overloaded API server must not take its place (every shape test would quote
+        # only the deletion's read timeout).
         try:
             observer.delete_namespace(namespace)
         except Exception as cleanup:  # noqa: BLE001 - said beside the error that matters

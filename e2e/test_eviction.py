@@ -49,13 +49,11 @@ WATCH_SECONDS = 900
 # evictionSoftGracePeriod: seconds the threshold is met before the first eviction. Until a
 # restarted kubelet has a pod's memory stats it ranks it first (no stats at all) or as within its
 # request (listed, no working set: eviction/helpers.go memoryUsage is 0), so it may evict out of
-# the full-stats order: in kind run 22 five of the seven pods had no working set in
-# /stats/summary 17 s before the first eviction (the restart itself took 170 s), and the NoSwap
-# hog went before "above". The grace was 120 s from then on; the restart now takes 4 s on the vm
-# node and 8-18 s on kind (runs 31-33). So the grace is 60 s, and the test no longer trusts it
-# blindly: the first eviction must come at least STATS_LEAD seconds after /stats/summary showed a
-# working set for every pod on the node again, or the ranking could not be compared (a skip, a
-# failure under --gate), never a false alarm about the order.
+# the full-stats order. The grace lets the stats come first (a kubelet restart takes about 4 s on
+# the vm node and 8-18 s on kind), but the test does not trust it blindly: the first eviction
+# must come at least STATS_LEAD seconds after /stats/summary showed a working set for every pod
+# on the node again, or the ranking could not be compared (a skip, a failure under --gate),
+# never a false alarm about the order.
 GRACE = 60
 STATS_LEAD = 10  # the eviction manager's monitoring interval: one synchronize with every pod's stats
 FIRST_EVICTION_SECONDS = 240 + GRACE  # the kubelet restarts with the threshold, then synchronizes every 10 s
@@ -242,8 +240,7 @@ def plan_at(settled: Moment, hog: str) -> PressurePlan:
 
 
 # First among its behavior's tests, so that no other test's pods are still leaving the node:
-# right after the pod shapes (16 pods deleted together) a kind run waited over 300 s for them
-# and the test gave up.
+# right after the pod shapes (16 pods deleted together) the node can take minutes to let them go.
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 @pytest.mark.runs_alone("drives the node into memory pressure and restarts its kubelet")
 @pytest.mark.runs_first("waits until no other test's pods are on the node")
@@ -282,7 +279,8 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     ws.record.phase("settled")
 
     # The signal the plan rests on, against what the node really has: an inflated availableBytes
-    # would make the threshold meaningless (it used to make it "not fit", a skip).
+    # would make the threshold meaningless (a plan that does not fit the node, or evictions the
+    # plan did not cause).
     config = ws.observer.configz()
     signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
     ws.record.phase("signal checked")
@@ -307,7 +305,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
             # Until the pressure is over (no eviction for QUIET_SECONDS and no MemoryPressure),
             # not until the last expected eviction: a kubelet that does not stop is seen. An
             # eviction the plan does not have fails the test whatever follows: the watch ends
-            # there (a kubelet that never stops used to be watched for the whole 15 minutes).
+            # there (a kubelet that never stops is not watched for the whole 15 minutes).
             while time.monotonic() < deadline and not watch.over(QUIET_SECONDS):
                 if not watch.evictions and time.monotonic() - began > FIRST_EVICTION_SECONDS:
                     break  # nothing happens: the checks below say so

@@ -196,9 +196,9 @@ def test_tmpfs_data_survives_a_container_restart(swap_node: SwapNode, workspace:
     has_noswap = kernel_has_noswap(ws)
     # The container exits when the test creates EXIT_FILE in its writable layer; restartPolicy
     # Always brings a new container, with a new writable layer, which waits for the file again:
-    # it runs for as long as the test reads it. (It used to exit 40 s after it started, and on
-    # a loaded kind node the reads after the restart took longer: an exec killed with it, 137.)
-    # It holds 5 s after it sees the file, so the exec that made the file has ended by then.
+    # it runs for as long as the test reads it (a container that exits on a timer can take an
+    # exec down with it, 137, on a loaded node). It holds 5 s after it sees the file, so the exec
+    # that made the file has ended by then.
     pod = stress_pod("restarts", ws.image, ws.namespace, ws.test,
                      ["/swapstress", "alloc", "--target", "4Mi", "--start-when", EXIT_FILE, "--hold", "5s"],
                      memory_volume_size=64 * Mi)

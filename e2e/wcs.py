@@ -97,7 +97,7 @@ def swap_probe(ws: Workspace) -> dict[str, Any]:
 
 # The API server's answer to the probe, per cluster and behavior, in this worker: the same for
 # every test there, so the first test asks (in its namespace) and the others that will skip do so
-# before making one (kind run 21: ten such tests, a namespace each, 2-47 s apiece).
+# before making one (a namespace made and deleted for nothing costs seconds, each test).
 _ANSWERS: dict[tuple[str, ...], str | None] = {}
 
 
