@@ -279,8 +279,8 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     ws.record.phase("settled")
 
     # The signal the plan rests on, against what the node really has: an inflated availableBytes
-    # would make the threshold meaningless (a plan that does not fit the node, or evictions the
-    # plan did not cause).
+    # would make the threshold meaningless (a plan that does not fit the node: a skip where a
+    # wrong signal should fail).
     config = ws.observer.configz()
     signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
     ws.record.phase("signal checked")
