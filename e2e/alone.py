@@ -11,8 +11,8 @@ or exclusive:
   exclusively, so nothing else in the run runs (it allocates more than the host's RAM, which
   every node on the host shares).
 * bursts: a deployment of many pods at once (the pod shapes, the eviction test's seven) holds
-  it exclusively while its pods start. Two of them at once, one per node, stalled the API
-  server of an emulated kind host (kind run 6).
+  it exclusively while its pods start: two of them at once, one per node, can stall the API
+  server of an emulated kind host.
 
 The host's lock is taken before the node's, and both are held to the end of the test, so no
 two tests wait for each other; a burst is taken last and let go before the test ends. flock

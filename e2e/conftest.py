@@ -12,6 +12,7 @@ from e2e.gate import could_not_test
 from e2e.observe import unique_name
 from e2e.plugin.state import the_run
 from e2e.record import Recorder
+from e2e.shapes import ShapePods, shapes_on
 from e2e.workspace import Workspace, observer_of
 from workloads.pods import labels
 
@@ -51,5 +52,13 @@ def _node_agents() -> Iterator[None]:
 
 @pytest.fixture
 def record(request: pytest.FixtureRequest) -> Recorder:
-    """Checks recorded for the report: `record.check(name, expected, observed, inputs)`."""
+    """Checks recorded for the report: `claim(record, name, expected, observed, inputs)` (e2e/claims.py)."""
     return Recorder(request.node.user_properties)
+
+
+@pytest.fixture
+def shape_pods(swap_node: SwapNode, request: pytest.FixtureRequest) -> ShapePods:
+    """Every pod shape on the node under test, deployed once per node and behavior in the whole
+    run, read in one batch, then deleted (e2e/shapes.py)."""
+    image = request.getfixturevalue("swap_provider").stress_image(swap_node)
+    return shapes_on(swap_node, image, the_run(request.config).directory)

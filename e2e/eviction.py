@@ -142,10 +142,10 @@ class EvictionWatch:
 
     def evicted(self) -> list[str]:
         """In the order the kubelet decided them: its "Evicted" event's second where there is one,
-        then the condition's second, then the order the watch saw them. The condition alone
-        misordered two evictions 2 s apart in kind run 23: the hog's was stamped after the next
-        pod's, while the kubelet's own messages (available memory 7403216Ki at the hog's eviction,
-        7659320Ki, the hog's memory freed, at the next) say the hog went first."""
+        then the condition's second, then the order the watch saw them. The condition alone can
+        misorder two evictions seconds apart: a pod slower to die is marked after the pod the
+        kubelet evicted next (its own messages, the available memory at each eviction, say which
+        went first)."""
         return [e.key for e in sorted(self.evictions, key=lambda e: (e.decided or e.at, e.at, e.t))]
 
     def refresh(self) -> None:
@@ -287,9 +287,9 @@ def extra_evictions(evictions: Sequence[Eviction], expected: Sequence[str]) -> l
 # --- the signal: /stats/summary's node memory against the node's cgroup files ------------------
 
 NODE_SIGNAL_SECONDS = 60  # four of cAdvisor's 10-15 s housekeeping intervals
-# New samples judged before the check ends (it ends sooner on an exact one). More only waited
-# for an exact window that a live node never gave (kind runs 18 and 19: none in 2-5 samples,
-# 60-95 s of rounds each, a runc exec per round, while the node was held alone).
+# New samples judged before the check ends (it ends sooner on an exact one). More would only wait
+# for an exact window, which a live node may never give (its root cgroup's files move between
+# reads), at tens of seconds a round: a runc exec per round, while the node is held alone.
 NODE_SIGNAL_SAMPLES = 2
 
 

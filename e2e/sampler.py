@@ -33,8 +33,7 @@ def parse_series(output: str, name: str, cgroup_part: str, terminated: dict[str,
         return Series(name, ended=_ended(terminated))
     start = int(mine[0][1])
     # The limits as last read: the last row may have lost the later files to the cgroup going
-    # away (kind run 23: memory.current read, memory.swap.max not, in a killed container's
-    # last sample).
+    # away (a killed container's last sample can have memory.current and not memory.swap.max).
     memory_max = next((r[5] for r in reversed(mine) if r[5] != "-"), "-")
     swap_max = next((r[6] for r in reversed(mine) if r[6] != "-"), "-")
     ended_at = None
@@ -72,8 +71,8 @@ class CgroupSampler:
         self.followed: list[str] = []
 
     def follow(self, *pod_uids: str) -> None:
-        """One exec for all of them: under load an exec took an emulated node 10-40 s (kind run
-        22: the eviction test's seven pods, followed one by one, took 100-260 s to create)."""
+        """One exec for all of them: under load an exec takes an emulated node 10-40 s, which
+        pods followed one by one (the eviction test's seven) would pay each time."""
         self.agent.touch(*(f"{FOLLOW}/pod{uid}@{self.interval}" for uid in pod_uids))
         self.followed.extend(pod_uids)
 

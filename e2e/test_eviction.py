@@ -25,6 +25,7 @@ import pytest
 
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
+from e2e.claims import claim
 from e2e.workspace import Workspace, observer_of
 from e2e.eviction import (
     DesignError,
@@ -48,13 +49,11 @@ WATCH_SECONDS = 900
 # evictionSoftGracePeriod: seconds the threshold is met before the first eviction. Until a
 # restarted kubelet has a pod's memory stats it ranks it first (no stats at all) or as within its
 # request (listed, no working set: eviction/helpers.go memoryUsage is 0), so it may evict out of
-# the full-stats order: in kind run 22 five of the seven pods had no working set in
-# /stats/summary 17 s before the first eviction (the restart itself took 170 s), and the NoSwap
-# hog went before "above". The grace was 120 s from then on; the restart now takes 4 s on the vm
-# node and 8-18 s on kind (runs 31-33). So the grace is 60 s, and the test no longer trusts it
-# blindly: the first eviction must come at least STATS_LEAD seconds after /stats/summary showed a
-# working set for every pod on the node again, or the ranking could not be compared (a skip, a
-# failure under --gate), never a false alarm about the order.
+# the full-stats order. The grace lets the stats come first (a kubelet restart takes about 4 s on
+# the vm node and 8-18 s on kind), but the test does not trust it blindly: the first eviction
+# must come at least STATS_LEAD seconds after /stats/summary showed a working set for every pod
+# on the node again, or the ranking could not be compared (a skip, a failure under --gate),
+# never a false alarm about the order.
 GRACE = 60
 STATS_LEAD = 10  # the eviction manager's monitoring interval: one synchronize with every pod's stats
 FIRST_EVICTION_SECONDS = 240 + GRACE  # the kubelet restarts with the threshold, then synchronizes every 10 s
@@ -241,8 +240,7 @@ def plan_at(settled: Moment, hog: str) -> PressurePlan:
 
 
 # First among its behavior's tests, so that no other test's pods are still leaving the node:
-# right after the pod shapes (16 pods deleted together) a kind run waited over 300 s for them
-# and the test gave up.
+# right after the pod shapes (16 pods deleted together) the node can take minutes to let them go.
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 @pytest.mark.runs_alone("drives the node into memory pressure and restarts its kubelet")
 @pytest.mark.runs_first("waits until no other test's pods are on the node")
@@ -250,6 +248,15 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
                                                        workspace: Callable[[SwapNode], Workspace],
                                                        priority_classes: dict[str, str],
                                                        request: pytest.FixtureRequest) -> None:
+    """Under memory pressure the kubelet sets MemoryPressure and its taint, evicts pods in its
+    ranking's order, passing over critical pods, says on each why, and stops when the pressure is
+    over.
+
+    Before the threshold is set, /stats/summary's node memory (the signal) is checked against the
+    node's own files. Under LimitedSwap the node swaps before the first eviction and the hog swaps;
+    under NoSwap no pod's memory.swap.current leaves 0. The order is judged only where the
+    restarted kubelet had every pod's stats a monitoring interval before its first eviction (else
+    it could not be tested); a critical pod evicted fails either way."""
     if not swap_provider.reconfigures_kubelets:
         # A required check of the gate (e2e/verdict.py): where a provider cannot reconfigure a
         # kubelet for one test (existing: not the suite's cluster) it could not be tested: a skip
@@ -272,22 +279,22 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     ws.record.phase("settled")
 
     # The signal the plan rests on, against what the node really has: an inflated availableBytes
-    # would make the threshold meaningless (it used to make it "not fit", a skip).
+    # would make the threshold meaningless (a plan that does not fit the node: a skip where a
+    # wrong signal should fail).
     config = ws.observer.configz()
     signal = check_node_memory_signal(ws.observer, reader, hugepages_taken_off(ws, config))
     ws.record.phase("signal checked")
-    assert ws.record.check("/stats/summary node memory against the node's cgroup files", [], signal.problems,
-                           "availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file;"
-                           f" {signal.judged()}"), \
-        f"/stats/summary node memory is not what the node has: {signal.problems}\n{signal.describe()}"
+    claim(ws.record, "/stats/summary node memory against the node's cgroup files", [], signal.problems,
+          f"availableBytes = MemTotal - workingSetBytes; workingSetBytes = usage - inactive_file; {signal.judged()}",
+          explain=signal.describe)
 
     plan = plan_at(settled, hog)
     others = {key: oracle.pod_memory_request(p) for key, p in settled.pods.items() if key not in designed}
     elsewhere = f"also on the node (memory requests): {others}; other tests' pods waited out first: {leftovers}"
     critical = f"{ws.namespace}/critical"
-    assert ws.record.check("critical pods ranked before the last expected eviction", "includes critical",
-                           plan.passed_over, plan.describe(settled.working_set), ok=critical in plan.passed_over), \
-        "the design does not make the kubelet's ranking reach the critical pod: " + plan.describe(settled.working_set)
+    claim(ws.record, "critical pods ranked before the last expected eviction", "includes critical",
+          plan.passed_over, plan.describe(settled.working_set), ok=critical in plan.passed_over,
+          explain="the design does not make the kubelet's ranking reach the critical pod")
 
     stats_back: float | None = None  # when, on the watch's clock, the restarted kubelet had every pod's stats
     try:
@@ -298,7 +305,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
             # Until the pressure is over (no eviction for QUIET_SECONDS and no MemoryPressure),
             # not until the last expected eviction: a kubelet that does not stop is seen. An
             # eviction the plan does not have fails the test whatever follows: the watch ends
-            # there (a kubelet that never stops used to be watched for the whole 15 minutes).
+            # there (a kubelet that never stops is not watched for the whole 15 minutes).
             while time.monotonic() < deadline and not watch.over(QUIET_SECONDS):
                 if not watch.evictions and time.monotonic() - began > FIRST_EVICTION_SECONDS:
                     break  # nothing happens: the checks below say so
@@ -336,39 +343,39 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
 
     pressure, taint = watch.pressure_seen()
 
-    def verify(name: str, expected: object, observed: object, inputs: str = "", ok: bool | None = None) -> None:
-        assert ws.record.check(name, expected, observed, inputs, ok), \
-            f"{name}: expected {expected}, observed {observed} ({inputs})\n{context}"
-
-    verify("MemoryPressure condition and taint seen", "both", "both" if pressure and taint else f"pressure {pressure},"
-           f" taint {taint}", f"threshold {plan.threshold}, available at settle {settled.node_available}")
-    verify("critical pods evicted", [], [k for k in evicted if k in settled.pods and oracle.is_critical_pod(settled.pods[k])],
-           f"evictPod must pass over {plan.passed_over}")
+    claim(ws.record, "MemoryPressure condition and taint seen", "both",
+          "both" if pressure and taint else f"pressure {pressure}, taint {taint}",
+          f"threshold {plan.threshold}, available at settle {settled.node_available}", explain=context)
+    claim(ws.record, "critical pods evicted", [],
+          [k for k in evicted if k in settled.pods and oracle.is_critical_pod(settled.pods[k])],
+          f"evictPod must pass over {plan.passed_over}", explain=context)
     # Evicting a critical pod is wrong whatever the kubelet's stats; the order is judged only on full stats.
     stats_in_time(request, watch, stats_back, swap_node.behavior)
     mine = [k for k in evicted if k in designed]
     expected_mine = [k for k in plan.expected if k in designed]
-    verify("eviction order (this test's pods)", [k.split("/")[1] for k in expected_mine], [k.split("/")[1] for k in mine],
-           f"ranking {plan.ranking}; working sets {usage}")
-    verify("order problems (every pod)", [], problems, "rankMemoryPressure over active pods")
-    verify("evictions beyond the oracle's, until pressure was over", [], extra_evictions(watch.evictions, plan.expected),
-           f"expected {plan.expected}; over: {QUIET_SECONDS}s without an eviction or MemoryPressure")
-    verify("the oracle's evictions that did not happen", [], [k for k in plan.expected if k not in evicted],
-           f"expected {plan.expected}")
-    verify("pressure over after the last expected eviction", True, watch.over(QUIET_SECONDS), f"within {WATCH_SECONDS}s")
-    verify("what evicted pods say", [], watch.problems_with_evicted_pods(),
-           "DisruptionTarget/TerminationByKubelet naming memory; Failed: reason Evicted; Succeeded only with exit 0"
-           " (kubernetes#120182)")
+    claim(ws.record, "eviction order (this test's pods)", [k.split("/")[1] for k in expected_mine],
+          [k.split("/")[1] for k in mine], f"ranking {plan.ranking}; working sets {usage}", explain=context)
+    claim(ws.record, "order problems (every pod)", [], problems, "rankMemoryPressure over active pods", explain=context)
+    claim(ws.record, "evictions beyond the oracle's, until pressure was over", [],
+          extra_evictions(watch.evictions, plan.expected),
+          f"expected {plan.expected}; over: {QUIET_SECONDS}s without an eviction or MemoryPressure", explain=context)
+    claim(ws.record, "the oracle's evictions that did not happen", [], [k for k in plan.expected if k not in evicted],
+          f"expected {plan.expected}", explain=context)
+    claim(ws.record, "pressure over after the last expected eviction", True, watch.over(QUIET_SECONDS),
+          f"within {WATCH_SECONDS}s", explain=context)
+    claim(ws.record, "what evicted pods say", [], watch.problems_with_evicted_pods(),
+          "DisruptionTarget/TerminationByKubelet naming memory; Failed: reason Evicted; Succeeded only with exit 0"
+          " (kubernetes#120182)", explain=context)
     survivors = [k for k in designed if k not in evicted]
     assert critical in survivors, context
     if swap_node.behavior == "LimitedSwap":
         first = watch.before_first_eviction()
-        verify("node swap usage before the first eviction", "> 0", first.node_swap if first else None,
-               "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap))
+        claim(ws.record, "node swap usage before the first eviction", "> 0", first.node_swap if first else None,
+              "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap), explain=context)
         hog_series = series[("hog", "stress")]
         assert any(s for s in hog_series.swap if s), "the hog never swapped: " + context
     else:
         swapped = {pod: max((s for s in sampled.swap if s is not None), default=None)
                    for (pod, _), sampled in series.items()}
-        verify("memory.swap.current of every pod, every sample", "0 for all", swapped, "NoSwap: memory.swap.max 0",
-               ok=all(v == 0 for v in swapped.values()))
+        claim(ws.record, "memory.swap.current of every pod, every sample", "0 for all", swapped,
+              "NoSwap: memory.swap.max 0", ok=all(v == 0 for v in swapped.values()), explain=context)

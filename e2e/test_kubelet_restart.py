@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
+from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
 from e2e.observe import wait_for
@@ -73,13 +74,17 @@ def expected(ws: Workspace, pod: dict, created_under: str, running_now: str) -> 
 @pytest.mark.runs_alone("restarts the node's kubelet and switches its swapBehavior")
 def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
         swap_node: SwapNode, swap_provider: Provider, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """On the LimitedSwap node the switch is to NoSwap by leaving memorySwap.swapBehavior out of
+    """A running container keeps its identity and memory.swap.max across a kubelet restart and a
+    swapBehavior switch; containers created after the switch, new or recreated, follow the new
+    behavior, and a config without swapBehavior runs NoSwap.
+
+    On the LimitedSwap node the switch is to NoSwap by leaving memorySwap.swapBehavior out of
     the kubelet's config file (failSwapOn: false): KEP-2400 makes NoSwap the default (v1.37.1
     leaves the field empty, defaults.go, and treats "" as NoSwap, kuberuntime_container_linux.go
     GetContainerSwapBehavior). The suite otherwise always writes the field, so a kubelet that
     defaulted an unset value to LimitedSwap would pass everything else; asked here, on the node
-    where the two differ, it costs no kubelet restarts of its own (a test of its own took
-    141 s alone on that node in kind run 19). On the NoSwap node the switch is explicit."""
+    where the two differ, it costs no kubelet restarts of its own. On the NoSwap node the switch
+    is explicit."""
     from clusters.behaviors import normalize
     from clusters.kubelet_config import swap_behavior_unset
 
@@ -92,23 +97,23 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
     old_pod = ws.deploy(burstable_pod(ws, "old"))
     old = container(ws, "old")
     inputs = f"created under {first}, request < limit, node memory {swap_node.memory_capacity}, swap {swap_node.swap_capacity}"
-    assert ws.record.check("memory.swap.max before any restart", expected(ws, old_pod, first, first), old.swap_max,
-                           inputs), str(old)
+    claim(ws.record, "memory.swap.max before any restart", expected(ws, old_pod, first, first), old.swap_max, inputs,
+          explain=str(old))
 
     def switched(how: str) -> None:
         """The running container keeps its limit; new containers follow the new rule."""
         after_switch = container(ws, "old")
         context = f"before {old}; after the switch ({how}) {after_switch}\n" + ws.explain("old")
-        assert ws.record.check("container after the switch", (old.id, 0), (after_switch.id, after_switch.restarts),
-                               "the same container, not restarted"), context
-        assert ws.record.check(f"memory.swap.max of a running container after {first} -> {other}",
-                               expected(ws, old_pod, first, other), after_switch.swap_max,
-                               f"created under {first}, kubelet now {other} ({how})"), context
+        claim(ws.record, "container after the switch", (old.id, 0), (after_switch.id, after_switch.restarts),
+              "the same container, not restarted", explain=context)
+        claim(ws.record, f"memory.swap.max of a running container after {first} -> {other}",
+              expected(ws, old_pod, first, other), after_switch.swap_max,
+              f"created under {first}, kubelet now {other} ({how})", explain=context)
 
         new_pod = ws.deploy(burstable_pod(ws, "new"))
         new = container(ws, "new")
-        assert ws.record.check(f"memory.swap.max of a new pod after {first} -> {other}", expected(ws, new_pod, other, other),
-                               new.swap_max, f"created under {other} ({how})"), f"{new}\n" + ws.explain("new")
+        claim(ws.record, f"memory.swap.max of a new pod after {first} -> {other}", expected(ws, new_pod, other, other),
+              new.swap_max, f"created under {other} ({how})", explain=lambda: f"{new}\n" + ws.explain("new"))
 
         # The container's main process exits as soon as the file exists, and the exec'd writer may
         # be killed with the container before it returns (137, seen once): the restart awaited
@@ -117,10 +122,11 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
         recreated = wait_for("the old pod's container to exit and run again",
                              lambda: _recreated(ws, "old", old.id), 300, lambda: ws.explain("old"))
         context = f"before {old}; recreated {recreated}\n" + ws.explain("old")
-        assert ws.record.check("old pod's container restarts", 1, recreated.restarts, "it exited 0, restartPolicy Always"), context
-        assert ws.record.check(f"memory.swap.max of a container recreated in an old pod after {first} -> {other}",
-                               expected(ws, old_pod, other, other), recreated.swap_max,
-                               f"recreated under {other} ({how})"), context
+        claim(ws.record, "old pod's container restarts", 1, recreated.restarts, "it exited 0, restartPolicy Always",
+              explain=context)
+        claim(ws.record, f"memory.swap.max of a container recreated in an old pod after {first} -> {other}",
+              expected(ws, old_pod, other, other), recreated.swap_max, f"recreated under {other} ({how})",
+              explain=context)
 
     try:
         # 1. The same behavior: the running container is left alone.
@@ -130,19 +136,18 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
         assert restarted_at > started, f"the kubelet did not restart: process_start_time_seconds {started} -> {restarted_at}"
         after_restart = container(ws, "old")
         context = f"before {old}; after the restart {after_restart}\n" + ws.explain("old")
-        assert ws.record.check("container after a kubelet restart", (old.id, 0), (after_restart.id, after_restart.restarts),
-                               "the same container, not restarted"), context
-        assert ws.record.check("memory.swap.max after a kubelet restart", old.swap_max, after_restart.swap_max,
-                               f"{inputs}, kubelet restarted ({first})"), context
+        claim(ws.record, "container after a kubelet restart", (old.id, 0), (after_restart.id, after_restart.restarts),
+              "the same container, not restarted", explain=context)
+        claim(ws.record, "memory.swap.max after a kubelet restart", old.swap_max, after_restart.swap_max,
+              f"{inputs}, kubelet restarted ({first})", explain=context)
 
         # 2. Switched, and switched back afterwards.
         if first == "LimitedSwap":
             with swap_provider.reconfigured_kubelet(swap_node, swap_behavior_unset()):
                 live = (ws.observer.configz().get("memorySwap") or {}).get("swapBehavior")
-                assert ws.record.check("/configz swapBehavior with none in the file", "NoSwap", normalize(live or ""),
-                                       "failSwapOn: false, memorySwap.swapBehavior absent"), \
-                    f"/configz swapBehavior {live!r} with none in the config file (failSwapOn false): expected NoSwap," \
-                    f" KEP-2400's default\n" + ws.explain("old")
+                claim(ws.record, "/configz swapBehavior with none in the file", "NoSwap", normalize(live or ""),
+                      "failSwapOn: false, memorySwap.swapBehavior absent",
+                      explain=lambda: f"/configz swapBehavior {live!r}: NoSwap is KEP-2400's default\n" + ws.explain("old"))
                 switched("swapBehavior left out of the file")
         else:
             try:

@@ -12,6 +12,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
+from e2e.claims import Claims, claim
 from e2e.workspace import Workspace
 from e2e.gate import could_not_test
 from e2e.sizing import burstable_sizing
@@ -59,6 +60,11 @@ def secret_and_config_map(ws: Workspace) -> tuple[str, str]:
 
 
 def test_memory_backed_volume_mounts(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Memory-backed volumes (emptyDir Memory with and without sizeLimit, Secret, projected,
+    downwardAPI) are tmpfs with the size= the kubelet computes and noswap exactly when the kernel
+    has it; a configMap volume is on disk.
+
+    The kernel has noswap from 6.4, or else where a real probe mount says so (kernel_has_noswap)."""
     ws = workspace(swap_node)
     has_noswap = kernel_has_noswap(ws)
     secret, config_map = secret_and_config_map(ws)
@@ -68,33 +74,28 @@ def test_memory_backed_volume_mounts(swap_node: SwapNode, workspace: Callable[[S
 
     volumes = oracle.memory_backed_volumes(pod)
     assert {v.name for v in volumes} == {"mem-sized", "mem-unsized", "secret", "projected", "downward"}
-    problems = []
+    each = Claims(ws.record)
     for volume in volumes:
         mount = mounts.get(f"/volumes/{volume.name}")
         if mount is None:
-            problems.append(f"{volume.name}: not mounted at /volumes/{volume.name}")
+            each.problem(f"{volume.name}: not mounted at /volumes/{volume.name}")
             continue
         if mount.fstype != "tmpfs":
-            problems.append(f"{volume.name}: fstype {mount.fstype}, expected tmpfs")
+            each.problem(f"{volume.name}: fstype {mount.fstype}, expected tmpfs")
         want_noswap = oracle.expects_noswap(volume, has_noswap)
-        if not ws.record.check(f"{volume.name}: noswap mount option", "present" if want_noswap else "absent",
-                               "present" if "noswap" in mount.options else "absent",
-                               f"{volume.kind}, kernel {swap_node.kernel},"
-                               f" noswap supported {has_noswap}"):
-            problems.append(f"{volume.name}: noswap {'missing' if want_noswap else 'present'} in {sorted(mount.options)}"
-                            f" (kernel {swap_node.kernel}, noswap supported: {has_noswap})")
+        each.claim(f"{volume.name}: noswap mount option", "present" if want_noswap else "absent",
+                   "present" if "noswap" in mount.options else "absent",
+                   f"{volume.kind}, kernel {swap_node.kernel}, noswap supported {has_noswap}",
+                   explain=f"  mount options {sorted(mount.options)}")
         size = oracle.expected_tmpfs_size(volume, pod, swap_node.memory_allocatable)
         want_size = f"{oracle.readback_tmpfs_size_kib(size)}k"
-        if not ws.record.check(f"{volume.name}: tmpfs size", want_size, mount.option("size"),
-                               f"sizeLimit {volume.size_limit}, pod limit {oracle.pod_memory_limit(pod)},"
-                               f" allocatable {swap_node.memory_allocatable}"):
-            problems.append(f"{volume.name}: size={mount.option('size')}, expected {want_size} ({size} bytes:"
-                            f" sizeLimit {volume.size_limit}, pod limit {oracle.pod_memory_limit(pod)},"
-                            f" allocatable {swap_node.memory_allocatable})")
+        each.claim(f"{volume.name}: tmpfs size", want_size, mount.option("size"),
+                   f"sizeLimit {volume.size_limit}, pod limit {oracle.pod_memory_limit(pod)},"
+                   f" allocatable {swap_node.memory_allocatable}", explain=f"  expected {size} bytes, read back in KiB")
     config = mounts.get("/volumes/config")
     if config is None or config.fstype == "tmpfs":
-        problems.append(f"configMap volume: {config}, expected a disk-backed mount")
-    assert not problems, "\n".join(problems) + "\n" + ws.explain("memory-volumes")
+        each.problem(f"configMap volume: {config}, expected a disk-backed mount")
+    each.hold(explain=lambda: ws.explain("memory-volumes"))
 
 
 # The API server keeps events for --event-ttl (default 1 h). The kubelet sends this warning once,
@@ -147,7 +148,11 @@ def resident_bytes(ws: Workspace, pod: str, *paths: str) -> dict[str, tuple[int,
 
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_tmpfs_pages_stay_resident_while_anonymous_memory_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """One process in a Burstable container writes a file on its memory-backed emptyDir and a
+    """Under LimitedSwap, while a container's anonymous memory swaps past its limit, a file on its
+    noswap memory-backed emptyDir keeps every page resident and a control file on /dev/shm loses
+    pages to swap.
+
+    One process in a Burstable container writes a file on its memory-backed emptyDir and a
     control file on /dev/shm (the runtime's tmpfs, mounted without noswap), then allocates
     anonymous memory past the container's limit. Both files are the oldest pages in the cgroup,
     so reclaim reaches them first: the control file loses pages to swap, which shows the pressure
@@ -182,17 +187,18 @@ def test_tmpfs_pages_stay_resident_while_anonymous_memory_swaps(swap_node: SwapN
 
 
 def test_tmpfs_data_survives_a_container_restart(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """Data written to a memory-backed emptyDir outlives the container that wrote it (its pages
-    move to the pod's cgroup when the container's is removed): the restarted container finds
-    every byte, still resident, on a mount that is still tmpfs and still `noswap` exactly when
-    the kernel has it."""
+    """Data written to a memory-backed emptyDir outlives the container that wrote it: the restarted
+    container finds every byte resident, on a mount still tmpfs and still `noswap` exactly when the
+    kernel has it.
+
+    The file's pages move to the pod's cgroup when the container's is removed."""
     ws = workspace(swap_node)
     has_noswap = kernel_has_noswap(ws)
     # The container exits when the test creates EXIT_FILE in its writable layer; restartPolicy
     # Always brings a new container, with a new writable layer, which waits for the file again:
-    # it runs for as long as the test reads it. (It used to exit 40 s after it started, and on
-    # a loaded kind node the reads after the restart took longer: an exec killed with it, 137.)
-    # It holds 5 s after it sees the file, so the exec that made the file has ended by then.
+    # it runs for as long as the test reads it (a container that exits on a timer can take an
+    # exec down with it, 137, on a loaded node). It holds 5 s after it sees the file, so the exec
+    # that made the file has ended by then.
     pod = stress_pod("restarts", ws.image, ws.namespace, ws.test,
                      ["/swapstress", "alloc", "--target", "4Mi", "--start-when", EXIT_FILE, "--hold", "5s"],
                      memory_volume_size=64 * Mi)
@@ -217,13 +223,13 @@ def test_tmpfs_data_survives_a_container_restart(swap_node: SwapNode, workspace:
     again = wait_for("the container to exit and run again", restarted, 300, lambda: ws.explain("restarts"))
     context = f"first container {first_id}\n" + ws.explain("restarts")
     restarts = again["status"]["containerStatuses"][0]["restartCount"]
-    assert ws.record.check("restartCount", ">= 1", restarts, "the container exits when told to, restartPolicy Always",
-                           ok=restarts >= 1), context
+    claim(ws.record, "restartCount", ">= 1", restarts, "the container exits when told to, restartPolicy Always",
+          ok=restarts >= 1, explain=context)
     resident = resident_bytes(ws, "restarts", data)[data]
-    assert ws.record.check("bytes of the file resident after the restart", (size, size), resident,
-                           "32 MiB written by the previous container"), context
+    claim(ws.record, "bytes of the file resident after the restart", (size, size), resident,
+          "32 MiB written by the previous container", explain=context)
     mount = ws.observer.mounts(ws.namespace, "restarts", "stress")[MEMORY_VOLUME]
     want_noswap = oracle.expects_noswap({"name": "mem", "emptyDir": {"medium": "Memory"}}, has_noswap)
     assert mount.fstype == "tmpfs", context
-    assert ws.record.check("noswap on the restarted container's mount", want_noswap, "noswap" in mount.options,
-                           f"kernel {swap_node.kernel}, noswap supported {has_noswap}"), context
+    claim(ws.record, "noswap on the restarted container's mount", want_noswap, "noswap" in mount.options,
+          f"kernel {swap_node.kernel}, noswap supported {has_noswap}", explain=context)

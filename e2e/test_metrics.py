@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from clusters.provider import SwapNode
+from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import (
     Reported,
@@ -57,7 +58,9 @@ def meminfo(ws: Workspace) -> dict[str, int]:
 
 
 def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """The oracle's main input: the kubelet's capacity is cAdvisor's MemoryCapacity, which is
+    """The node's status.capacity.memory is its /proc/meminfo MemTotal, exactly.
+
+    The oracle's main input: the kubelet's capacity is cAdvisor's MemoryCapacity, which is
     /proc/meminfo's MemTotal (pkg/kubelet/cadvisor CapacityFromMachineInfo; huge pages become
     resources of their own and are not taken off). Read from the node, compared exactly."""
     from kubernetes.utils import parse_quantity
@@ -65,19 +68,21 @@ def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Calla
     ws = workspace(swap_node)
     mem_total = meminfo(ws)["MemTotal"]
     capacity = ws.observer.node_status()["status"]["capacity"]["memory"]
-    assert ws.record.check("status.capacity.memory", mem_total, int(parse_quantity(capacity)), "MemTotal (/proc/meminfo)"), \
-        f"capacity.memory {capacity}; MemTotal {mem_total}"
+    claim(ws.record, "status.capacity.memory", mem_total, int(parse_quantity(capacity)), "MemTotal (/proc/meminfo)",
+          explain=f"capacity.memory {capacity}; MemTotal {mem_total}")
     assert swap_node.memory_capacity == mem_total  # what every expectation of the run was computed from
 
 
 @pytest.mark.min_kubernetes("1.33")
 def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """On a node with swap, status.nodeInfo.swap.capacity is the node's /proc/meminfo SwapTotal,
+    exactly."""
     ws = workspace(swap_node)
     swap_total = meminfo(ws)["SwapTotal"]
     info = ws.observer.node_status()["status"]["nodeInfo"]
     assert swap_total > 0, "the node has no swap provisioned"
-    assert ws.record.check("nodeInfo.swap.capacity", swap_total, (info.get("swap") or {}).get("capacity"),
-                           "SwapTotal (/proc/meminfo)"), f"nodeInfo {info}; SwapTotal {swap_total}"
+    claim(ws.record, "nodeInfo.swap.capacity", swap_total, (info.get("swap") or {}).get("capacity"),
+          "SwapTotal (/proc/meminfo)", explain=f"nodeInfo {info}; SwapTotal {swap_total}")
 
 
 @dataclass
@@ -244,6 +249,13 @@ def stats_summary(ws: Workspace) -> Scrape:
 @pytest.mark.min_kubernetes("1.30")
 @pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
 def test_swap_usage_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
+    """The container, pod and node swap usage in /metrics/resource and /stats/summary, and the
+    container's swapAvailableBytes, equal the node's cgroup figures at the time the kubelet says it
+    read them.
+
+    Every level must equal its figure in two distinct samples within METRIC_SECONDS, and no sample
+    may differ from a figure that stood still for the 10 s before it (the module's docstring says
+    how the figures are read). Both endpoints are scraped in turn against the same reads."""
     ws = swapping_pod.ws
     proved_by_the_node(swapping_pod, {
         "/metrics/resource": (resource_metrics(ws), ("container", "pod", "node")),
@@ -257,9 +269,9 @@ def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod:
     """container_swap_limit_bytes (1.34+) is the container's memory.swap.max, as read back.
 
     The kubelet reports it as swap available + swap used from the container's stats, and as 0
-    while the stats of a new container carry no swap figures yet (seen for its first 10-15 s on
-    1.37.1: the CRI/cAdvisor path fills zeros): so the check waits, bounded, for the steady
-    value; a kubelet that never reports memory.swap.max fails with every value it reported."""
+    while the stats of a new container carry no swap figures yet (its first 10-15 s on 1.37.1:
+    the CRI/cAdvisor path fills zeros): so the check waits, bounded, for the steady value; a
+    kubelet that never reports memory.swap.max fails with every value it reported."""
     ws = swapping_pod.ws
     swap_max = int(swapping_pod.read().value(swapping_pod.container_id, "memory.swap.max"))
     seen: list[float | None] = []

@@ -15,11 +15,12 @@ from kubernetes import client
 
 from clusters.provider import SwapNode
 from e2e import oracle
+from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing
-from e2e.test_workload_controlled_swap import needs_limits_swap_api
+from e2e.wcs import needs_limits_swap_api
 from workloads.pods import GUARANTEED, Mi, STRESS, stress_pod
 
 RESIZE_SECONDS = 180
@@ -67,6 +68,11 @@ def cgroup(ws: Workspace, name: str) -> dict[str, str]:
 @pytest.mark.min_kubernetes("1.33")  # the swap rule exists since resize went beta and on by default
 @pytest.mark.runs_alone("reads a node-wide counter of infeasible resizes")
 def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap the API server accepts a memory-request resize of a Burstable container
+    with swap and the kubelet refuses it (Infeasible, its message, metric and event), leaving the
+    container, its allocated request and its cgroup unchanged.
+
+    The counter is checked from 1.34, the event from 1.36: the kubelet has them since."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     pod = ws.deploy(stress_pod("swapping", ws.image, ws.namespace, ws.test, [STRESS, "pause"], *size.resources()))
@@ -79,30 +85,29 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
     assert refused == ["stress"], refused  # the design: the oracle refuses it
 
     answered = resize_memory(ws, "swapping", size.request + STEP, None)
-    assert ws.record.check("spec after PATCH pods/resize (accepted)", size.request + STEP,
-                           oracle.quantity_bytes(answered["spec"]["containers"][0]["resources"]["requests"]["memory"]),
-                           inputs)
+    claim(ws.record, "spec after PATCH pods/resize (accepted)", size.request + STEP,
+          oracle.quantity_bytes(answered["spec"]["containers"][0]["resources"]["requests"]["memory"]), inputs)
     generation = answered["metadata"]["generation"]
     observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "swapping", generation), RESIZE_SECONDS,
                         lambda: ws.explain("swapping"))
     condition = resize_condition(observed) or {}
     context = f"{inputs}\ncondition {condition}\n" + ws.explain("swapping")
-    assert ws.record.check("resize condition", ("PodResizePending", "True", oracle.RESIZE_SWAP_REASON),
-                           (condition.get("type"), condition.get("status"), condition.get("reason")), inputs), context
-    assert ws.record.check("resize message", oracle.RESIZE_SWAP_MESSAGE, condition.get("message"), inputs), context
-    assert ws.record.check("allocated memory request", size.request, allocated_request(observed), inputs), context
-    assert ws.record.check("cgroup after the refused resize", before, cgroup(ws, "swapping"), inputs), context
+    claim(ws.record, "resize condition", ("PodResizePending", "True", oracle.RESIZE_SWAP_REASON),
+          (condition.get("type"), condition.get("status"), condition.get("reason")), inputs, explain=context)
+    claim(ws.record, "resize message", oracle.RESIZE_SWAP_MESSAGE, condition.get("message"), inputs, explain=context)
+    claim(ws.record, "allocated memory request", size.request, allocated_request(observed), inputs, explain=context)
+    claim(ws.record, "cgroup after the refused resize", before, cgroup(ws, "swapping"), inputs, explain=context)
     assert before["memory.swap.max"] == oracle.readback_swap_max(size.swap_limit), context  # it does have swap
-    assert ws.record.check("container kept (containerID, restartCount)", started,
-                           container_identity(ws.observer.pod(ws.namespace, "swapping")), inputs), context
+    claim(ws.record, "container kept (containerID, restartCount)", started,
+          container_identity(ws.observer.pod(ws.namespace, "swapping")), inputs, explain=context)
     if swap_node.kubelet_at_least("1.34"):  # the counter exists since 1.34
         name, labels = oracle.RESIZE_SWAP_METRIC
-        assert ws.record.check(f"{name}{labels} increase", 1, infeasible_count(ws) - counted, inputs), context
+        claim(ws.record, f"{name}{labels} increase", 1, infeasible_count(ws) - counted, inputs, explain=context)
     if swap_node.kubelet_at_least("1.36"):  # the admit handler emits the event since 1.36
         events = ws.observer.events(ws.namespace, "swapping")
-        assert ws.record.check(f"{oracle.RESIZE_SWAP_EVENT} event naming the message", True,
-                               any(oracle.RESIZE_SWAP_EVENT in e and oracle.RESIZE_SWAP_MESSAGE in e for e in events),
-                               inputs), f"events: {events}\n{context}"
+        claim(ws.record, f"{oracle.RESIZE_SWAP_EVENT} event naming the message", True,
+              any(oracle.RESIZE_SWAP_EVENT in e and oracle.RESIZE_SWAP_MESSAGE in e for e in events), inputs,
+              explain=f"events: {events}\n{context}")
 
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap", "WorkloadControlledSwap")
@@ -110,7 +115,11 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
 def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: SwapNode,
                                                                    workspace: Callable[[SwapNode], Workspace],
                                                                    request: pytest.FixtureRequest) -> None:
-    """NoSwap: the very pod and resize refused under LimitedSwap. LimitedSwap: a Guaranteed pod
+    """A memory resize the swap rule allows (under NoSwap; of a Guaranteed pod under LimitedSwap,
+    or of one with limits.swap under WorkloadControlledSwap) is carried out in place: new request
+    and memory.max, memory.swap.max 0 or its limits.swap.
+
+    NoSwap: the very pod and resize refused under LimitedSwap. LimitedSwap: a Guaranteed pod
     (no swap) whose memory request and limit grow together. WorkloadControlledSwap (KEP-5359
     lifts the refusal): that Guaranteed pod with limits.swap, which does swap and keeps its
     limits.swap across the resize."""
@@ -138,18 +147,18 @@ def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: Swa
     observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "resized", generation), RESIZE_SECONDS,
                         lambda: ws.explain("resized"))
     context = f"{inputs}\ncondition {resize_condition(observed)}\n" + ws.explain("resized")
-    assert ws.record.check("resize condition", None, resize_condition(observed), inputs), context
-    assert ws.record.check("allocated memory request", new_request, allocated_request(observed), inputs), context
+    claim(ws.record, "resize condition", None, resize_condition(observed), inputs, explain=context)
+    claim(ws.record, "allocated memory request", new_request, allocated_request(observed), inputs, explain=context)
     expected_max = oracle.expected_memory_max(desired, "stress")
     swap = oracle.readback_swap_max(oracle.expected_swap_max(swap_node.behavior, desired, "stress",
                                                             swap_node.memory_capacity, swap_node.swap_capacity))
-    assert ws.record.check("cgroup after the resize", {"memory.max": expected_max, "memory.swap.max": swap},
-                           cgroup(ws, "resized"), inputs), context
+    claim(ws.record, "cgroup after the resize", {"memory.max": expected_max, "memory.swap.max": swap},
+          cgroup(ws, "resized"), inputs, explain=context)
     if swap_node.behavior == "WorkloadControlledSwap":  # the design: this container does have swap
         assert swap == oracle.readback_swap_max(LIMITS_SWAP), (swap, inputs)
     # in place: the very container, not a re-created one that happens to have the new values
-    assert ws.record.check("container kept in place (containerID, restartCount)", started,
-                           container_identity(ws.observer.pod(ws.namespace, "resized")), inputs), context
+    claim(ws.record, "container kept in place (containerID, restartCount)", started,
+          container_identity(ws.observer.pod(ws.namespace, "resized")), inputs, explain=context)
 
 
 def _decided(ws: Workspace, name: str, generation: int) -> dict[str, Any] | None:

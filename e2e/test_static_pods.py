@@ -20,9 +20,12 @@ from clusters.discovery import kubelet_config
 from clusters.behaviors import normalize
 from clusters.provider import SwapNode
 from e2e import oracle
+from e2e.claims import Claims
 from e2e.workspace import Workspace
 from e2e.nodefiles import NodeFiles, NodeToolsUnavailable, StaticPodDir
 from e2e.observe import POD_START_SECONDS, wait_for
+from e2e.podfields import (annotations, first_container, is_mirror, pod_name, pod_namespace, priority,
+                           running_container_id, status_containers)
 from workloads.pods import of_the_suite, static_pod
 
 MIRROR_GONE_SECONDS = 180  # the kubelet kills the static pod and deletes its mirror pod
@@ -34,10 +37,8 @@ def swap_max_of_running(ws: Workspace, reader: NodeFiles, namespace: str, pod: s
     or None if none runs. A control-plane container that restarts (the scheduler does, under
     load) leaves a status naming the exited one for a moment: read the status again then."""
     for _ in range(tries):
-        status = next((s for s in ws.observer.pod(namespace, pod)["status"].get("containerStatuses") or []
-                       if s["name"] == container), {})
-        container_id = (status.get("containerID") or "").split("://")[-1]
-        if not container_id or "running" not in (status.get("state") or {}):
+        container_id = running_container_id(ws.observer.pod(namespace, pod), container)
+        if container_id is None:
             return None
         try:
             return reader.cgroup_file(container_id, "memory.swap.max")
@@ -56,10 +57,11 @@ def swap_max_of_running(ws: Workspace, reader: NodeFiles, namespace: str, pod: s
 # the control plane, which runs LimitedSwap: clusters/kind_config.py control_plane_behavior.)
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_static_pod_containers_get_no_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap every running container of the cluster's own static (mirror) pods reads
+    memory.swap.max 0."""
     ws = workspace(swap_node)
     # The cluster's own: not a static pod of the suite's, which another test may be removing.
-    by_node = {n: [p for p in ws.observer.pods_on_node(n) if oracle.CONFIG_MIRROR_ANNOTATION in
-                   ((p["metadata"].get("annotations")) or {}) and not of_the_suite(p)]
+    by_node = {n: [p for p in ws.observer.pods_on_node(n) if is_mirror(p) and not of_the_suite(p)]
                for n in [swap_node.name, *ws.observer.node_names()]}
     node, mirrors = next(((n, ps) for n, ps in by_node.items() if ps), (None, []))
     if not mirrors:
@@ -69,17 +71,17 @@ def test_static_pod_containers_get_no_swap(swap_node: SwapNode, workspace: Calla
     reader = ws.node_files() if node == swap_node.name else NodeFiles.on(ws, node)
     problems, checked = [], 0
     for pod in mirrors:
-        for status in pod["status"].get("containerStatuses") or []:
-            found = swap_max_of_running(ws, reader, pod["metadata"]["namespace"], pod["metadata"]["name"], status["name"])
+        for container in status_containers(pod):
+            found = swap_max_of_running(ws, reader, pod_namespace(pod), pod_name(pod), container)
             if found is None:
                 continue
             path, got = found
-            decision = oracle.decide_swap(behavior, pod, status["name"], swap_node.memory_capacity, swap_node.swap_capacity)
+            decision = oracle.decide_swap(behavior, pod, container, swap_node.memory_capacity, swap_node.swap_capacity)
             checked += 1
             if decision.value != 0 or got != oracle.readback_swap_max(decision.value):
-                problems.append(f"{pod['metadata']['name']}/{status['name']}: reads {got}, expected "
+                problems.append(f"{pod_name(pod)}/{container}: reads {got}, expected "
                                 f"{oracle.readback_swap_max(decision.value)} ({decision}); {path}")
-    assert checked, f"no running static pod container on {node}: {[p['metadata']['name'] for p in mirrors]}"
+    assert checked, f"no running static pod container on {node}: {[pod_name(p) for p in mirrors]}"
     assert not problems, "\n".join(problems)
 
 
@@ -96,7 +98,10 @@ def _mirror(ws: Workspace, name: str) -> dict | None:
 
 def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
                                                       workspace: Callable[[SwapNode], Workspace]) -> None:
-    """A Burstable static pod of the suite's own (memory request 64Mi < limit 128Mi, no priority,
+    """Under every behavior a Burstable static pod without a priority, placed in the node's
+    staticPodPath, reads memory.swap.max 0 (every static pod is critical) and memory.max its limit.
+
+    A Burstable static pod of the suite's own (memory request 64Mi < limit 128Mi, no priority,
     no priorityClassName), placed in the swap node's staticPodPath: its container reads
     memory.swap.max 0 under every behavior (types.IsCriticalPod -> IsStaticPod, checked first by
     GetContainerSwapBehavior) and memory.max its limit. Under LimitedSwap the same pod from the
@@ -110,7 +115,7 @@ def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
         pytest.skip(f"the kubelet of {swap_node.name} reads no static pods (no staticPodPath in its /configz)")
     name = "ksc-static"
     manifest = static_pod(name, ws.image, ws.namespace, ws.test)
-    container = manifest["spec"]["containers"][0]["name"]
+    container = first_container(manifest)
     # Were the kubelet to forget that a static pod is critical, it would give this one swap.
     not_critical = oracle.decide_swap(oracle.LIMITED_SWAP, manifest, container, swap_node.memory_capacity,
                                       swap_node.swap_capacity)
@@ -127,21 +132,19 @@ def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
         wait_for(f"the mirror pod {ws.namespace}/{mirror_name} of {placed}", lambda: _mirror(ws, mirror_name),
                  POD_START_SECONDS)
         mirror = ws.running(mirror_name)
-        annotations = mirror["metadata"].get("annotations") or {}
-        assert annotations.get(oracle.CONFIG_MIRROR_ANNOTATION) is not None, annotations
-        assert annotations.get(oracle.CONFIG_SOURCE_ANNOTATION) == "file", annotations
-        priority = mirror["spec"].get("priority") or 0
-        assert priority < oracle.SYSTEM_CRITICAL_PRIORITY, f"the mirror pod has priority {priority}: critical by it"
+        assert is_mirror(mirror), annotations(mirror)
+        assert annotations(mirror).get(oracle.CONFIG_SOURCE_ANNOTATION) == "file", annotations(mirror)
+        assert priority(mirror) < oracle.SYSTEM_CRITICAL_PRIORITY, \
+            f"the mirror pod has priority {priority(mirror)}: critical by it"
         decision = oracle.decide_swap(behavior, mirror, container, swap_node.memory_capacity, swap_node.swap_capacity)
         checks = [("memory.swap.max", oracle.readback_swap_max(decision.value), str(decision)),
                   ("memory.max", oracle.expected_memory_max(mirror, container), "limits.memory 128Mi")]
-        problems = []
+        each = Claims(ws.record)
         for file_name, want, inputs in checks:
-            got = ws.observer.cgroup_value(ws.namespace, mirror_name, container, file_name)
-            if not ws.record.check(f"{file_name} of static pod {mirror_name}/{container}", want, got, inputs):
-                problems.append(f"{file_name} reads {got}, expected {want} ({inputs})")
+            each.claim(f"{file_name} of static pod {mirror_name}/{container}", want,
+                       ws.observer.cgroup_value(ws.namespace, mirror_name, container, file_name), inputs)
         assert decision.value == 0, decision
-        assert not problems, "\n".join(problems) + f"\nmanifest {placed} on {swap_node.name}\n" + ws.explain(mirror_name)
+        each.hold(explain=lambda: f"manifest {placed} on {swap_node.name}\n" + ws.explain(mirror_name))
     finally:
         try:
             static_dir.remove(file)  # also when placing failed half-way

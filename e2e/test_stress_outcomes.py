@@ -7,39 +7,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.record import Series
+from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing, overcommit_sizing, swapping_past_limit
-from workloads.pods import GUARANTEED, STRESS, Mi, alloc_command, fork_spike_command, stress_pod
-
-def memory_events(ws: Workspace, pod: str) -> dict[str, int]:
-    text = ws.observer.cgroup_value(ws.namespace, pod, "stress", "memory.events")
-    return {key: int(value) for key, value in (line.split() for line in text.splitlines())}
-
-
-# Charged to the container besides the anonymous memory it touches: the Go runtime's own heap
-# and stacks, page tables (about 2 KiB per MiB touched), kernel stacks and slab. Clean file
-# pages (the static binary) are reclaimed before anything is OOM-killed. Bounded at 16 MiB;
-# the recorded runs left 0.5-3 MiB (README, "Stress bounds").
-OVERHEAD_BOUND = 16 * Mi
-STEP = 4 * Mi  # alloc_command's step: the kill lands inside one
-
-
-def allocated_before_kill(log: str) -> int:
-    """The last `allocated N` the program printed: it was killed while touching the next step."""
-    amounts = [int(line.split()[1]) for line in log.splitlines() if line.startswith("allocated ")]
-    return amounts[-1] if amounts else 0
+from e2e.oom import (OOM_KILLED, OVERHEAD_BOUND, START_FILE, STEP, allocated_before_kill, ended_before_holding,
+                     killed_by_the_oom_killer, memory_events, start, start_once_sampled)
+from workloads.pods import GUARANTEED, Mi, alloc_command, fork_spike_command, stress_pod
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a Burstable container allocating past its memory limit, within limit plus
+    swap share, is not OOM-killed: its memory.swap.max is its share and at least the part above its
+    limit is in swap."""
     ws = workspace(swap_node)
     size, target = swapping_past_limit(ws, "over-limit")  # past the limit, within limit + swap
     swap_max = ws.observer.cgroup_value(ws.namespace, "over-limit", "stress", "memory.swap.max")
@@ -47,65 +33,20 @@ def test_burstable_pod_swaps_past_its_limit_instead_of_oom(swap_node: SwapNode, 
     events = memory_events(ws, "over-limit")
     context = f"{size}, target {target}, swap.current {swap_current}, events {events}\n" + ws.explain("over-limit")
     inputs = f"{size}, allocated {target}"
-    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, inputs), context
+    claim(ws.record, "memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, inputs, explain=context)
     # Every touched page is in RAM or in swap, and RAM holds at most memory.max: so at least the
     # part above the limit is in swap, exactly, whatever else is charged.
     low = target - size.limit
-    assert ws.record.check("memory.swap.current", f">= {low} (allocated - limit), <= {swap_max}", swap_current, inputs,
-                           ok=low <= swap_current <= int(swap_max)), context
-    assert ws.record.check("oom_kill events", 0, events["oom_kill"], inputs), context
-
-
-OOM_KILLED = "OOMKilled, or exit 137 with memory.events oom_kill >= 1 in the container's cgroup"
-
-
-def killed_by_the_oom_killer(terminated: dict[str, Any], series: Series) -> tuple[bool, str]:
-    """Whether the OOM killer ended the container, and what said so: the runtime's reason, or the
-    kernel's own count in the container's cgroup, which the node agent's samples read until the
-    cgroup goes away. containerd can miss the OOM event and report "Error", exit 137, for a
-    container the OOM killer killed (kind run 22, a Guaranteed pod at its limit)."""
-    reason, code = terminated.get("reason"), terminated.get("exitCode")
-    kills = "not read" if series.oom_kills is None else series.oom_kills
-    return (reason == "OOMKilled" or (code == 137 and (series.oom_kills or 0) >= 1),
-            f"{reason} (exit {code}), memory.events oom_kill {kills}")
-
-
-START_FILE = "/start-now"  # in the container's writable layer: alloc_command(start_when=...) waits for it
-
-
-def start_once_sampled(ws: Workspace, pod: str) -> None:
-    """Let a gated allocation start once the node agent samples its container: killed within
-    seconds, it must still have been seen filling (Workspace.wait_sampled)."""
-    ws.running(pod)
-    ws.observer.wait_log_line(ws.namespace, pod, "stress", "waiting path=")
-    ws.wait_sampled(pod)
-    start(ws, pod)
-
-
-def start(ws: Workspace, pod: str) -> None:
-    """Write the start file a gated allocation (alloc_command start_when) waits for."""
-    ws.observer.exec(ws.namespace, pod, "stress", [STRESS, "fill", "--path", START_FILE, "--bytes", "1"])
-
-
-def ended_before_holding(ws: Workspace, pod: str, target: int, inputs: str) -> dict[str, Any]:
-    """The terminated state of a sampled container whose allocation of `target` its limits make
-    impossible. One that prints `holding <target>` allocated all of it and was not killed: the
-    test fails then, with what its cgroup showed, rather than at the end of the wait (a kubelet
-    that gave a Guaranteed pod swap kept it running until the 600 s bound, mutant 05)."""
-    terminated = ws.observer.wait_terminated_or_printed(ws.namespace, pod, "stress", f"holding {target}")
-    if terminated is not None:
-        return terminated
-    series = ws.samples(pod)
-    swapped = max((s for s in series.swap if s is not None), default=None)
-    observed = (f"still running, holding all {target} bytes (memory.max {series.memory_max_as_read},"
-                f" memory.swap.max {series.swap_max_as_read},"
-                f" memory.swap.current up to {swapped})")
-    ws.record.check("killed by the OOM killer", OOM_KILLED, observed, inputs, ok=False)
-    pytest.fail(f"{pod}: {OOM_KILLED} expected; {observed}\n" + ws.explain(pod), pytrace=False)
+    claim(ws.record, "memory.swap.current", f">= {low} (allocated - limit), <= {swap_max}", swap_current, inputs,
+          ok=low <= swap_current <= int(swap_max), explain=context)
+    claim(ws.record, "oom_kill events", 0, events["oom_kill"], inputs, explain=context)
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
 def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a Burstable container allocating past its memory limit plus its swap share
+    is OOM-killed where memory and swap run out: within one step and 16 MiB of memory.max +
+    memory.swap.max."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit + 32 * Mi
@@ -120,20 +61,23 @@ def test_burstable_pod_beyond_limit_plus_swap_is_oom_killed(swap_node: SwapNode,
                f" (short by {capacity - allocated}): {terminated}\n" + ws.explain("beyond"))
     inputs = f"{size}, target {target}"
     killed, how = killed_by_the_oom_killer(terminated, ws.samples("beyond"))
-    assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context
+    claim(ws.record, "killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed, explain=context)
     # Killed where memory and swap ran out together, not earlier (swap refused) nor later.
     low = capacity - STEP - OVERHEAD_BOUND
-    assert ws.record.check("allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max {capacity},"
-                           f" less a step and overhead)", allocated, inputs, ok=low <= allocated < capacity), context
+    claim(ws.record, "allocated when killed", f"in [{low}, {capacity}) (memory.max + memory.swap.max {capacity},"
+          f" less a step and overhead)", allocated, inputs, ok=low <= allocated < capacity, explain=context)
 
 
 @pytest.mark.needs_behavior("LimitedSwap", "WorkloadControlledSwap")
 def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """The allocation that a Burstable pod survives by swapping (test above) kills a
+    """Under LimitedSwap and WorkloadControlledSwap a Guaranteed container without limits.swap
+    allocating past its memory limit is OOM-killed, with memory.swap.max 0 and memory.swap.current
+    0 in every sample until then.
+
+    The allocation that a Burstable pod survives by swapping (test above) kills a
     Guaranteed pod with the same memory limit: it has no swap to spill into, and uses none
-    on the way: memory.swap.current is 0 in every sample until the kill. Under
-    WorkloadControlledSwap the same (KEP-5359: no limits.swap, no swap); the same pod with
-    limits.swap is test_workload_controlled_swap's."""
+    on the way. Under WorkloadControlledSwap the same (KEP-5359: no limits.swap, no swap); the
+    same pod with limits.swap is test_workload_controlled_swap's."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=32 * Mi)
     target = size.limit + size.swap_limit // 2
@@ -153,16 +97,16 @@ def test_guaranteed_pod_never_swaps(swap_node: SwapNode, workspace: Callable[[Sw
     inputs = f"limit {size.limit}, target {target}"
     assert pod["status"]["qosClass"] == "Guaranteed", context
     killed, how = killed_by_the_oom_killer(terminated, series)
-    assert ws.record.check("killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed), context
+    claim(ws.record, "killed by the OOM killer", OOM_KILLED, how, inputs, ok=killed, explain=context)
     assert any(current > size.limit // 2 for current, _ in samples), "no sample while it filled: " + context
-    assert ws.record.check("memory.swap.max", 0, series.swap_max_as_read, inputs), context
+    claim(ws.record, "memory.swap.max", 0, series.swap_max_as_read, inputs, explain=context)
     # A sample whose memory.swap.current could not be read was taken as the killed container's
     # cgroup went away (seen on kind: the last one, memory.current still read): it holds no
     # figure, neither 0 nor another. Every sample with one must read 0, and there must be some.
     swapped = [s for _, s in samples if s is not None]
-    assert ws.record.check("memory.swap.current, every sample", 0, max(swapped, default=None),
-                           f"{inputs}, {len(swapped)} of {len(samples)} samples read it",
-                           ok=bool(swapped) and all(s == 0 for s in swapped)), context
+    claim(ws.record, "memory.swap.current, every sample", 0, max(swapped, default=None),
+          f"{inputs}, {len(swapped)} of {len(samples)} samples read it",
+          ok=bool(swapped) and all(s == 0 for s in swapped), explain=context)
 
 
 def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
@@ -189,8 +133,11 @@ def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """The pre-forking server pattern: holding N and forking needs up to 2N for a moment.
-    With limit < 2N <= limit + swap limit, LimitedSwap rides it out and NoSwap OOM-kills."""
+    """A Burstable container holding N whose forked child dirties its whole copy (2N for a moment,
+    with limit < 2N <= limit + swap limit) rides it out under LimitedSwap and is OOM-killed under
+    NoSwap.
+
+    The pre-forking server pattern: holding N and forking needs up to 2N for a moment."""
     ws = workspace(swap_node)
     size = burstable_sizing(swap_node, headroom=16 * Mi)
     hold = size.limit * 5 // 8 // Mi * Mi
@@ -202,14 +149,14 @@ def test_fork_exec_spike(swap_node: SwapNode, workspace: Callable[[SwapNode], Wo
     context = f"{size}, hold {hold}\n{log}\n" + ws.explain("spike")
     inputs = f"{size}, hold {hold}, behavior {swap_node.behavior}"
     if swap_node.behavior == "LimitedSwap":
-        assert ws.record.check("spike outcome", "survived", "survived" if terminated is None else terminated.get("reason"),
-                               inputs), context
+        claim(ws.record, "spike outcome", "survived", "survived" if terminated is None else terminated.get("reason"),
+              inputs, explain=context)
         assert "child-exited 0 iteration=1" in log and "done failures=0" in log, context
         assert memory_events(ws, "spike")["oom_kill"] == 0, context
     else:
         killed = "child-killed 9" in log or (terminated or {}).get("reason") == "OOMKilled"
-        assert ws.record.check("spike outcome", "OOM kill (child-killed 9 or container OOMKilled)",
-                               "OOM kill" if killed else "survived", inputs, ok=killed), context
+        claim(ws.record, "spike outcome", "OOM kill (child-killed 9 or container OOMKilled)",
+              "OOM kill" if killed else "survived", inputs, ok=killed, explain=context)
         if terminated is None:
             assert memory_events(ws, "spike")["oom_kill"] >= 1, context
 
@@ -230,10 +177,13 @@ def host_mem_available(ws: Workspace) -> int:
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.runs_alone("allocates more than the host has available in RAM", host=True)
 def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """Swap as node overcommit: a Burstable pod with a request and no memory limit allocates
-    the host's available memory plus a quarter of its LimitedSwap share. Without swap it could
-    not hold that; with it, the pod keeps running (not OOM-killed, not evicted: swap does not
-    count in memory.available) with the part RAM cannot take in swap, within its share."""
+    """Under LimitedSwap a Burstable pod without a memory limit holds the host's available memory
+    plus a quarter of its swap share for 40 s and keeps running, not OOM-killed, with the part RAM
+    cannot take in swap, within its share.
+
+    Swap as node overcommit: without swap the pod could not hold that; with it, it keeps running
+    (not OOM-killed, not evicted: swap does not count in memory.available), memory.max `max`,
+    memory.swap.max the oracle's share, memory.swap.current rising from 0."""
     ws = workspace(swap_node)
     size = overcommit_sizing(swap_node, host_mem_available(ws))
     command = alloc_command(size.target, step=16 * Mi, start_when=START_FILE)
@@ -244,8 +194,8 @@ def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode
     # this allocation and thrashes the node's own page cache instead (seen: a NoSwap node
     # with load 20 and an unanswering API server for many minutes, no OOM kill, no eviction).
     swap_max = ws.observer.cgroup_value(ws.namespace, "overcommit", "stress", "memory.swap.max")
-    assert ws.record.check("memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, str(size)), (
-        f"not starting the allocation of {size.target}: " + ws.explain("overcommit"))
+    claim(ws.record, "memory.swap.max", oracle.readback_swap_max(size.swap_limit), swap_max, str(size),
+          explain=lambda: f"not starting the allocation of {size.target}: " + ws.explain("overcommit"))
     start(ws, "overcommit")
     ws.observer.wait_log_line(ws.namespace, "overcommit", "stress", f"holding {size.target}")
     time.sleep(HOLD_SECONDS)
@@ -260,17 +210,17 @@ def test_burstable_pod_without_limit_overcommits_node_memory(swap_node: SwapNode
     context = f"{size}\ncgroup {cgroup}, events {events}, samples {len(swapped)}\n" + ws.explain("overcommit")
     inputs = str(size)
     assert size.target > size.available, context  # the design: more than RAM had to give
-    assert ws.record.check("phase, restarts, state", ("Running", 0, "running"),
-                           (pod["status"]["phase"], status["restartCount"], next(iter(status.get("state") or {}), None)),
-                           f"{inputs}, after holding {HOLD_SECONDS}s"), context
-    assert ws.record.check("oom_kill events", 0, events["oom_kill"], inputs), context
-    assert ws.record.check("memory.max", "max", cgroup["memory.max"], "no memory limit"), context
-    assert ws.record.check("memory.swap.max while holding", swap_max, cgroup["memory.swap.max"], inputs), context
-    assert ws.record.check("memory.swap.current", f"> 0, <= memory.swap.max {cgroup['memory.swap.max']}", swap_current,
-                           inputs, ok=0 < swap_current <= int(cgroup["memory.swap.max"])), context
+    claim(ws.record, "phase, restarts, state", ("Running", 0, "running"),
+          (pod["status"]["phase"], status["restartCount"], next(iter(status.get("state") or {}), None)),
+          f"{inputs}, after holding {HOLD_SECONDS}s", explain=context)
+    claim(ws.record, "oom_kill events", 0, events["oom_kill"], inputs, explain=context)
+    claim(ws.record, "memory.max", "max", cgroup["memory.max"], "no memory limit", explain=context)
+    claim(ws.record, "memory.swap.max while holding", swap_max, cgroup["memory.swap.max"], inputs, explain=context)
+    claim(ws.record, "memory.swap.current", f"> 0, <= memory.swap.max {cgroup['memory.swap.max']}", swap_current,
+          inputs, ok=0 < swap_current <= int(cgroup["memory.swap.max"]), explain=context)
     # Every page it touched is in RAM or in swap.
-    assert ws.record.check("memory.current + memory.swap.current", f">= {size.target} (allocated)",
-                           current + swap_current, inputs, ok=current + swap_current >= size.target), context
-    assert ws.record.check("memory.swap.current, sampled", "rises from 0",
-                           f"first {swapped[0] if swapped else None}, max {max(swapped, default=None)}", inputs,
-                           ok=bool(swapped) and swapped[0] == 0 and max(swapped) > 0), context
+    claim(ws.record, "memory.current + memory.swap.current", f">= {size.target} (allocated)",
+          current + swap_current, inputs, ok=current + swap_current >= size.target, explain=context)
+    claim(ws.record, "memory.swap.current, sampled", "rises from 0",
+          f"first {swapped[0] if swapped else None}, max {max(swapped, default=None)}", inputs,
+          ok=bool(swapped) and swapped[0] == 0 and max(swapped) > 0, explain=context)

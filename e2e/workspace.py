@@ -99,7 +99,7 @@ class Workspace:
     def wait_sampled(self, pod: str, container: str = "stress", seconds: float = SAMPLED_SECONDS) -> None:
         """Until the node agent has a sample of this running container's cgroup (bounded).
         Following a pod is an exec into the agent, 10-40 s on a loaded emulated node: a container
-        that runs and dies within that time (an allocation OOM-killed in 18 s, kind run 30) is
+        that runs and dies within that time (an allocation OOM-killed within seconds) is
         never sampled. So a workload that must be seen starts behind a file (alloc_command
         start_when) that the test writes once this returns."""
         sampler = self._sampler

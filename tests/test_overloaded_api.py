@@ -12,7 +12,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from e2e import observe
-from e2e.test_cgroup_limits import deployed_once
+from e2e.shapes import deployed_once
 
 
 def _error(status: int) -> ApiException:

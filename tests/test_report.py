@@ -73,7 +73,7 @@ def test_the_limits_are_the_last_ones_read_not_a_last_sample_cut_short() -> None
 
 
 def test_an_oom_kill_is_the_runtimes_reason_or_the_kernels_count() -> None:
-    from e2e.test_stress_outcomes import killed_by_the_oom_killer
+    from e2e.oom import killed_by_the_oom_killer
 
     counted, uncounted, unread = (Series("g/stress", oom_kills=1), Series("g/stress", oom_kills=0),
                                   Series("g/stress"))

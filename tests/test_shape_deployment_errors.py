@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from clusters.provider import SwapNode
-from e2e import test_cgroup_limits
+from e2e import shapes
 
 
 class RefusingObserver:
@@ -37,9 +37,9 @@ NODE = SwapNode("LimitedSwap", "kind", "c", "kc", "node-1", "v1.37.1", "6.12.0",
 def test_the_deployments_error_is_the_one_raised_and_the_namespace_is_deleted(monkeypatch: pytest.MonkeyPatch,
                                                                              delete_error: Exception | None) -> None:
     observer = RefusingObserver(delete_error)
-    monkeypatch.setattr(test_cgroup_limits, "observer_of", lambda node: observer)
+    monkeypatch.setattr(shapes, "observer_of", lambda node: observer)
     with pytest.raises(TimeoutError, match="the pod create timed out") as raised:
-        test_cgroup_limits.deploy_and_read(NODE, "image")
+        shapes.deploy_and_read(NODE, "image")
     assert len(observer.deleted) == 1 and observer.deleted[0].startswith("ksc-shapes-limitedswap-")
     notes = getattr(raised.value, "__notes__", [])
     if delete_error:

@@ -1,4 +1,4 @@
-"""The KEP-5359 probe's verdict (e2e/test_workload_controlled_swap.py probe_refusal): only an API
+"""The KEP-5359 probe's verdict (e2e/wcs.py probe_refusal): only an API
 server that refuses the limits.swap field itself means "no KEP-5359" (a skip); any other
 rejection of the probe pod is a failure with the server's message. The Status bodies are shaped
 as v1.37.1's API server writes them (apimachinery pkg/api/errors NewInvalid)."""
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from e2e.test_workload_controlled_swap import probe_refusal
+from e2e.wcs import probe_refusal
 
 
 def invalid(causes: list[tuple[str, str, str]], name: str = "limits-swap-probe") -> str:
@@ -89,7 +89,7 @@ def test_a_worker_asks_the_api_server_once_and_later_tests_skip_before_a_namespa
     from kubernetes.client.exceptions import ApiException
 
     from clusters.provider import SwapNode
-    from e2e import test_workload_controlled_swap as wcs
+    from e2e import wcs
 
     monkeypatch.setattr(wcs, "_ANSWERS", {})
     asked: list[str] = []

@@ -61,12 +61,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # One behavior after another: a node that switches behavior in place (vm) switches once
     # per behavior, and a failure report reads by behavior. The sort is stable within one.
     # (A deployment several tests share is made once per run, in whichever xdist worker needs
-    # it first, through the run's directory: e2e/test_cgroup_limits.py shape_pods.) Within a
+    # it first, through the run's directory: e2e/shapes.py, the pod shapes.) Within a
     # behavior, `runs_first` tests come first, while the node holds no other test's pods; then
     # the tests that run alone on the node, so that what is left at the end of a behavior's list
     # (what another xdist worker takes once its own are done, e2e/plugin/workers.py) can run
-    # beside its own worker's tests (alone tests left at the end would keep the worker that took
-    # them waiting for that behavior's other tests, and those for it).
+    # beside its own worker's tests, instead of waiting for that behavior's alone tests while
+    # they wait for it.
     items.sort(key=_order)
 
 
@@ -109,9 +109,9 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     from e2e.alone import AloneTimeout, turn, wait_until_ended
 
     # A test that will skip, or touches no node, takes no turn: it would hold its worker for
-    # nothing (a test of an unselected behavior would wait behind a host-wide test only to skip,
-    # one that computes from capacities behind a test that drives the node). Not where one node
-    # runs every behavior: asking for its node may switch that node's behavior.
+    # nothing (a test of an unselected behavior would wait minutes behind the host-wide
+    # overcommit only to skip, a test that only computes behind the eviction test). Not where
+    # one node runs every behavior: asking for its node may switch that node's behavior.
     skip_unless_selected(request, behavior_of(request.node))
     if request.node.get_closest_marker("touches_no_node") is not None \
             and not the_run(request.config).provider.one_node_for_every_behavior:
@@ -122,7 +122,7 @@ def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
     alone = marker is not None
     asked = time.time()
     # Under -n, the sort alone cannot make a runs_first test run first: another worker may start
-    # a later test of its behavior at the same moment (e.g. the shared shapes' deployment).
+    # a later test of its behavior at the same moment (the shapes' deployment, say).
     not_ended = wait_until_ended(run_dir, _firsts_of_its_behavior(request.node))
     if not_ended:
         warnings.warn(f"{request.node.nodeid} went on without waiting longer for {not_ended} to end "

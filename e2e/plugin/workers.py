@@ -4,11 +4,11 @@ Where each behavior has a node of its own (kind's `ksc-mixed`, `existing`), each
 behavior's tests, in the collection's order (its `runs_first` test first): a test that runs alone
 on its node (e2e/alone.py) then holds back only its own worker, while the other goes on on its
 node. Test by test in collection order (xdist's default) both workers are mostly on the same node,
-and a test that runs alone stops both: most of a run went so.
+and a test that runs alone there holds both back.
 
 A worker whose behavior's tests are all handed out takes another behavior's, from the end of
-that behavior's list: the tests its own worker would have run last, never its first ones
-(otherwise one worker idles, done, while tests that could run beside the other are still
+that behavior's list: the tests its own worker would have run last, never its first ones (a
+worker done early would otherwise sit idle while tests that could run beside the other are still
 queued). A behavior's tests that run alone on its node come
 early in its list (e2e/plugin/nodes.py), so what is taken from the end runs beside its own
 worker's tests rather than waiting for them. Tests are handed out one or two at a time, so that
