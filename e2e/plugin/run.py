@@ -30,6 +30,7 @@ from clusters import progress, shared
 from clusters.cli import Exit
 from clusters.preflight import PreflightError
 from clusters.provider import Provider
+from clusters.redact import redact
 from e2e.plugin import hooks
 from e2e.plugin.options import settings
 
@@ -85,7 +86,7 @@ class Run:
         try:
             self.preflight()
         except (PreflightError, shared.SharedCreationError) as error:
-            pytest.exit(str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: "),
+            pytest.exit(redact(str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: ")),
                         returncode=Exit.PREFLIGHT)
 
     def teardown(self) -> None:
@@ -209,7 +210,7 @@ def _cleanup_leaked(run: Run) -> None:
     try:
         messages = [provider.delete(name) for name in leaked()]  # type: ignore[attr-defined]
     except KindError as error:
-        raise pytest.UsageError(f"--cleanup-leaked could not list or delete suite clusters: {error}") from None
+        raise pytest.UsageError(redact(f"--cleanup-leaked could not list or delete suite clusters: {error}")) from None
     run.say(*(messages or ["--cleanup-leaked: no leaked suite cluster (ksc-mixed, or the ksc-noswap,"
                            " ksc-limitedswap, ksc-workloadcontrolledswap of earlier versions) found"]))
 
@@ -256,11 +257,12 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
         run.preflight_or_stop()
 
 
-# --- what the user sees --------------------------------------------------------------------------
+# --- what the user sees: every line through clusters.redact (a message may carry a kubeconfig's ---
+# --- URL, a token, a tool's output) --------------------------------------------------------------
 
 def say(config: pytest.Config, *lines: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    for line in lines:
+    for line in map(redact, lines):
         if reporter is not None:
             reporter.write_line(f"kube-swap-conformance: {line}")
         else:
@@ -271,6 +273,7 @@ def _show(config: pytest.Config, line: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
+    line = redact(line)
     # xdist's progress characters leave the line open; start a new one first
     if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
         reporter.write("\n")
@@ -286,6 +289,29 @@ def _show_past_capture(config: pytest.Config, line: str) -> None:
         return
     with capture.global_and_fixture_disabled():
         _show(config, line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, pytest.TestReport,
+                                                                                     pytest.TestReport]:
+    """A test's report, before anything shows or keeps it (the terminal, the JUnit XML, the
+    results directory, an xdist worker's report to the controller): a failure or a skip may say
+    what a kubeconfig, a node or a tool said."""
+    report = yield
+    redact_report(report)
+    return report
+
+
+def redact_report(report: pytest.TestReport) -> None:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (file, line, reason)
+        report.longrepr = (longrepr[0], longrepr[1], redact(longrepr[2]))
+    elif longrepr is not None:
+        text = str(longrepr)
+        masked = redact(text)
+        if masked != text:  # the traceback as text: pytest shows a string longrepr as it is
+            report.longrepr = masked
+    report.sections = [(title, redact(content)) for title, content in report.sections]
 
 
 _follower_key = pytest.StashKey[progress.Follower]()
