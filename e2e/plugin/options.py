@@ -14,6 +14,7 @@ import pytest
 
 from clusters import behaviors as swap_behaviors
 from clusters import cli
+from clusters.redact import redact
 
 PROVIDERS = ("kind", "existing", "vm")
 
@@ -111,7 +112,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[SETTINGS] = read(config)
+    try:
+        config.stash[SETTINGS] = read(config)
+    except pytest.UsageError as error:  # a value it quotes may carry a credential (a mirror's URL)
+        raise pytest.UsageError(redact(str(error))) from None
 
 
 def read(config: pytest.Config) -> Settings:
@@ -123,6 +127,8 @@ def read(config: pytest.Config) -> Settings:
     kubeconfig = _kubeconfig(config) if provider == "existing" else None
     if provider == "kind":
         _kind_settings(config)
+    if provider == "vm":
+        _vm_settings(config)
     kubernetes = _kubernetes_source(config)
     suite = runs_the_suite(config)
     results = results_dir(config)
@@ -162,6 +168,16 @@ def _kubeconfig(config: pytest.Config) -> str:
     if not Path(path).is_file():
         raise pytest.UsageError(f"--provider existing: kubeconfig {path} does not exist (pass --kubeconfig FILE)")
     return path
+
+
+def _vm_settings(config: pytest.Config) -> None:
+    """Bad vm-only input: the Debian mirror the guest's root filesystem comes from."""
+    from clusters.vm import image
+
+    try:
+        image.mirror()
+    except cli.UsageError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 def _kind_settings(config: pytest.Config) -> None:
