@@ -55,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vm-memory", type=cli.mib(cli.MIN_NODE_MEMORY_MIB, "what a kubeadm control plane needs"),
                     default=4096, help=f"vm: guest memory in MiB (at least {cli.MIN_NODE_MEMORY_MIB})")
     group.addoption("--vm-swap", type=cli.mib(), default=2048, help="vm: guest swap file in MiB")
+    group.addoption("--vm-state-dir", type=Path, default=None, metavar="DIR",
+                    help="vm: the node's state directory (default: that of `python -m clusters.vm`,"
+                         " <cache>/vm/run); the mutant bench gives its runs one of its own")
     group.addoption("--gate", action="store_true",
                     help="release gate: the run fails unless, for every required behavior, every module with"
                          " tests for it (e2e/verdict.py REQUIRED_CHECKS) ran and passed; in the core modules a skip"
@@ -171,13 +174,17 @@ def _kubeconfig(config: pytest.Config) -> str:
 
 
 def _vm_settings(config: pytest.Config) -> None:
-    """Bad vm-only input: the Debian mirror the guest's root filesystem comes from."""
+    """Bad vm-only input: the Debian mirror the guest's root filesystem comes from, the state directory."""
     from clusters.vm import image
 
     try:
         image.mirror()
     except cli.UsageError as error:
         raise pytest.UsageError(str(error)) from None
+    state_dir = config.getoption("vm_state_dir")
+    problem = directory_problem(state_dir, "--vm-state-dir", parents=True) if state_dir is not None else None
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def _kind_settings(config: pytest.Config) -> None:

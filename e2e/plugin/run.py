@@ -13,6 +13,7 @@ code says so (3 where the run would otherwise have passed), and nothing the run 
 from __future__ import annotations
 
 import contextlib
+import shlex
 import shutil
 import signal
 import sys
@@ -216,9 +217,13 @@ def _cleanup_leaked(run: Run) -> None:
 
 
 def _kept(entry: dict) -> str:
+    from clusters.vm.paths import default_state_dir
+
     cluster = entry["cluster"]
+    state_dir = entry.get("state_dir")
+    where = "" if not state_dir or Path(state_dir) == default_state_dir() else f" --state-dir {shlex.quote(state_dir)}"
     how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
-           else "stop it with `python -m clusters.vm down`")
+           else f"stop it with `python -m clusters.vm down{where}`")
     return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"
 
 
