@@ -38,12 +38,12 @@ _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s'\",;]+")
 # A key that names a secret: it ends in one of these words (camelCase, snake_case, kebab-case
 # and dotted prefixes included: accessToken, id-token, client-secret, KUBE_PASSWORD), so
 # `tokenFile` or `secretName` (a path, a name) are not taken for one.
-_SECRET_WORD = r"(?:token|password|passwd|secret|client[-_]?key[-_]?data|api[-_]?key|private[-_]?key)"
+_CREDENTIAL_KEYS = r"(?:token|password|passwd|secret|client[-_]?key[-_]?data|api[-_]?key|private[-_]?key)"
 _KEY_VALUE = re.compile(
-    r"(?i)((?<![\w.-])[\w.-]*?" + _SECRET_WORD + r"[\"']?\s*[:=]\s*)"  # key, its closing quote, the separator
+    r"(?i)((?<![\w.-])[\w.-]*?" + _CREDENTIAL_KEYS + r"[\"']?\s*[:=]\s*)"  # key, its closing quote, the separator
     r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&'\"}\])]+)")                       # a quoted or a bare value
 # A command-line flag and its value: --token abc, --password=abc
-_FLAG = re.compile(r"(?i)((?<![\w-])--[\w-]*?" + _SECRET_WORD + r"(?:\s+|=))[^\s'\"-][^\s'\"]*")
+_FLAG = re.compile(r"(?i)((?<![\w-])--[\w-]*?" + _CREDENTIAL_KEYS + r"(?:\s+|=))[^\s'\"-][^\s'\"]*")
 
 
 def _masked_value(match: re.Match[str]) -> str:

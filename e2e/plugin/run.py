@@ -87,8 +87,8 @@ class Run:
         try:
             self.preflight()
         except (PreflightError, shared.SharedCreationError) as error:
-            pytest.exit(redact(str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: ")),
-                        returncode=Exit.PREFLIGHT)
+            message = str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: ")
+            pytest.exit(redact(message), returncode=Exit.PREFLIGHT)
 
     def teardown(self) -> None:
         """Remove what this run created (or say what --keep-clusters keeps), once, whatever
