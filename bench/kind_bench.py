@@ -1,6 +1,6 @@
 """Benchmark of the kind path on the kind host VM (not a test); prints a table and JSON.
 
-    python bench/kind_bench.py [--cold] [--suite] [--keep]
+    python bench/kind_bench.py [--cold] [--suite] [--keep] [--state-dir DIR]
 
 * node image: ``--cold`` drops the kind-node rootfs and image caches first and measures the
   build from the cached Go binaries (their own cold build is bench/vm_bench.py's figure);
@@ -12,7 +12,10 @@
 * ``--suite``: the whole conformance suite for NoSwap and LimitedSwap on kind, with ``-n 2``
   and without ``-n`` (each on fresh clusters), as subprocesses: wall time and the summary line.
 
-Everything it creates is deleted at the end (``--keep`` leaves the kind host up).
+Everything it creates is deleted at the end (``--keep`` leaves the kind host up). The kind host
+runs in a state directory of the bench's own (default ``<cache>/bench/kind-host``), never the
+one ``python -m clusters.vm kind-host`` uses, whose host may be someone else's; the bench does
+not start while a kind host runs there, and stops only the one it booted.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.vm_bench import host_description, print_rows  # noqa: E402
+from bench.vm_bench import host_description, not_started_here, print_rows, started_here  # noqa: E402
 from clusters import kind_config, shared  # noqa: E402
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP  # noqa: E402
 from clusters.kind_provider import KindProvider  # noqa: E402
@@ -63,8 +66,15 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="rebuild the node image's rootfs and archive first")
     ap.add_argument("--suite", action="store_true", help="also run the whole suite with -n 2 and without -n")
     ap.add_argument("--keep", action="store_true", help="leave the kind host running")
+    ap.add_argument("--state-dir", type=Path, default=None,
+                    help="the kind host's state directory (default <cache>/bench/kind-host)")
     a = ap.parse_args()
     root = cache_root()
+    host = KindHost(a.state_dir or root / "bench" / "kind-host")
+    refused = not_started_here(host, "python -m clusters.vm kind-host down")
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     rows: list[tuple[str, str]] = [("host", host_description())]
 
     if a.cold:
@@ -77,8 +87,7 @@ def main() -> int:
     timed(rows, "node image, cached", nodeimage.build_node_image)
     rows.append(("  archive", f"{built.archive.stat().st_size >> 20} MiB, {built.ref}"))
 
-    host = KindHost()
-    host.down(quiet=True)
+    # a kind host that does not come up is stopped by up() itself
     state = timed(rows, "kind host start (boot, Docker, load + bake the node image)", lambda: host.up([built]))
     for name, seconds in host.timings.items():
         rows.append((f"  {name}", f"{seconds:.0f} s"))
@@ -108,7 +117,7 @@ def main() -> int:
                 rows.append((f"suite NoSwap+LimitedSwap on kind, {'-n 2' if workers else 'no -n'}",
                              f"{seconds:.0f} s: {summary}"))
     finally:
-        if not a.keep:
+        if not a.keep and started_here(host, state):
             host.down(quiet=True)
     print_rows(rows)
     return 0

@@ -299,7 +299,7 @@ class Runner:
             if not suite:
                 return subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=f, text=True)
             proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            assert proc.stdout is not None
+            assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
             for line in proc.stdout:
                 f.write(line)
                 f.flush()  # the log is read while the run goes on
@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> int:
 
 def _main(a: argparse.Namespace, runner: Runner) -> int:
     from bench.mutants import suite_hash
-    from clusters.vm.paths import cache_root
+    from workloads.cache import cache_root
 
     store = (a.store or cache_root() / "matrix").resolve()
     suite = suite_hash(ROOT)

@@ -1,12 +1,16 @@
 """Benchmark of the vm provider (not a test): cold build, warm start, pod start, guest memory.
 
-    python bench/vm_bench.py [--behavior LimitedSwap] [--kernel 6.12] [--keep]
+    python bench/vm_bench.py [--behavior LimitedSwap] [--kernel 6.12] [--keep] [--state-dir DIR]
 
 * cold build: measured if the caches are empty; otherwise the times recorded by the cold
   build (the ``.complete`` markers under ~/.cache/kube-swap-conformance) are reported.
 * warm start: cached binaries and disk -> node Ready (qemu start, boot, kubeadm init, Ready).
 * pod to Running: one stress-image pod (imagePullPolicy Never), create -> Running.
 * the guest's /proc/meminfo MemTotal / SwapTotal / SwapFree.
+
+The VM runs in a state directory of the bench's own (default ``<cache>/bench/vm-bench``), not
+the one ``python -m clusters.vm`` and the suite use; the bench does not start while a VM runs
+there, and at its end stops only the VM it booted (the pid and start time it recorded).
 """
 from __future__ import annotations
 
@@ -23,6 +27,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clusters.vm import VmCluster  # noqa: E402
 from clusters.vm import build as vbuild  # noqa: E402
 from clusters.vm import image as vimage  # noqa: E402
+from clusters.vm.guest import Guest  # noqa: E402
+from workloads.cache import cache_root  # noqa: E402
+
+
+def not_started_here(guest: Guest, stop: str) -> str | None:
+    """Why a bench must not start in ``guest``'s state directory: a guest it did not boot runs
+    there (``up`` would stop it first, and so would the bench's end)."""
+    st = guest.state()
+    if not guest.is_running():
+        return None
+    return (f"a {guest.what} runs in {guest.state_dir} (pid {getattr(st, 'pid', '?')}), which this bench did not"
+            f" start: stop it with `{stop} --state-dir {guest.state_dir}`, or give the bench another --state-dir")
+
+
+def started_here(guest: Guest, started: object | None) -> bool:
+    """Whether the guest running in ``guest``'s state directory is the one the bench booted, by
+    the pid and start time its state file recorded then."""
+    now = guest.state()
+    return (started is not None and now is not None and guest.is_running()
+            and (now.pid, now.started_at) == (started.pid, started.started_at))  # type: ignore[attr-defined]
 
 
 def host_description() -> str:
@@ -102,11 +126,15 @@ def main() -> int:
     ap.add_argument("--kernel", default="6.12")
     ap.add_argument("--k8s-version", default=vbuild.DEFAULT_K8S_VERSION)
     ap.add_argument("--keep", action="store_true", help="leave the VM running")
-    ap.add_argument("--state-dir", type=Path, default=None)
+    ap.add_argument("--state-dir", type=Path, default=None,
+                    help="the VM's state directory (default <cache>/bench/vm-bench)")
     a = ap.parse_args()
 
-    vm = VmCluster(a.state_dir or Path.home() / ".cache" / "kube-swap-conformance" / "vm" / "bench-run",
-                   k8s_version=a.k8s_version, kernel=a.kernel)
+    vm = VmCluster(a.state_dir or cache_root() / "bench" / "vm-bench", k8s_version=a.k8s_version, kernel=a.kernel)
+    refused = not_started_here(vm, "python -m clusters.vm down")
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     root = vm.cache_dir
     rows: list[tuple[str, str]] = [("host", host_description())]
     cold_needed = not all(c.is_cached(root) for c in (
@@ -121,9 +149,11 @@ def main() -> int:
         rows.append(("cold build", "caches warm: recorded cold times below"))
     for k, v in recorded_build_times(root).items():
         rows.append((f"  recorded: {k}", v))
+    started = None  # the VM this bench booted, as its state file recorded it
     try:
         t0 = time.monotonic()
-        vm.up(a.behavior)
+        vm.up(a.behavior)  # a VM that does not come up is stopped by up() itself
+        started = vm.state()
         warm = time.monotonic() - t0
         rows.append(("warm start: cached -> node Ready", f"{warm:.0f} s"))
         for k in ("build", "image", "boot", "kubeadm_init", "boot_to_ready"):
@@ -137,7 +167,7 @@ def main() -> int:
         rows.append(("node", f"{st.get('kubelet_version')} kernel {st.get('kernel_release')} "
                              f"swap capacity {st.get('swap_capacity')}"))
     finally:
-        if not a.keep:
+        if not a.keep and started_here(vm, started):
             vm.down(quiet=True)
     print_rows(rows)
     return 0

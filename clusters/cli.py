@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from clusters import behaviors as swap_behaviors
 from clusters.checks import PreflightError
+from clusters.redact import redact
 
 
 class Exit(enum.IntEnum):
@@ -94,28 +95,29 @@ def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
 
     UsageError: 4; a PreflightError (clusters.checks) or NotReady: its message, 3; Ctrl-C/SIGTERM: 2;
     an error of a type in ``known`` (a failed build, a guest that did not boot): its message, 1;
-    anything else: what it was, and that --debug shows where, 1."""
+    anything else: what it was, and that --debug shows where, 1. Whatever it prints goes through
+    clusters.redact: a message may carry a kubeconfig's URL, a token, a tool's output."""
     debug = getattr(args, "debug", False)
+
+    def say(message: str) -> None:
+        if debug:
+            print(redact(traceback.format_exc()), end="", file=sys.stderr)
+        print(redact(message), file=sys.stderr)
+
     try:
         return main(args)
     except KeyboardInterrupt:
         print("interrupted: what this command had started is stopped", file=sys.stderr)
         return Exit.INTERRUPTED
     except UsageError as error:
-        if debug:
-            traceback.print_exc()
-        print(f"error: {error}", file=sys.stderr)
+        say(f"error: {error}")
         return Exit.USAGE
     except (PreflightError, NotReady) as error:
-        if debug:
-            traceback.print_exc()
-        print(str(error) if isinstance(error, PreflightError) else f"error: {error}", file=sys.stderr)
+        say(str(error) if isinstance(error, PreflightError) else f"error: {error}")
         return Exit.PREFLIGHT
     except Exception as error:  # noqa: BLE001 - the one place a command's failure becomes its message
-        if debug:
-            traceback.print_exc()
         if isinstance(error, tuple(known)):
-            print(f"error: {error}", file=sys.stderr)
+            say(f"error: {error}")
         else:
-            print(f"error: {type(error).__name__}: {error} (an unexpected failure: --debug shows where)", file=sys.stderr)
+            say(f"error: {type(error).__name__}: {error} (an unexpected failure: --debug shows where)")
         return Exit.FAILED

@@ -11,6 +11,7 @@ from typing import Any
 
 from clusters.behaviors import UnknownBehaviorError, normalize
 from clusters.provider import SwapNode
+from clusters.redact import redact
 
 
 class DiscoveryError(RuntimeError):
@@ -75,7 +76,7 @@ def api_client(kubeconfig: str, retries: bool = True) -> Any:
     try:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     except Exception as error:  # the client raises several types for a bad file
-        raise DiscoveryError(f"cannot load kubeconfig {kubeconfig}: {error}") from error
+        raise DiscoveryError(redact(f"cannot load kubeconfig {kubeconfig}: {error}")) from error
     api = client.ApiClient(configuration)
     # The client hands urllib3 an explicit timeout=None when a call names none (no pool default
     # survives that), so the default goes in at its request().
@@ -91,7 +92,8 @@ def api_client(kubeconfig: str, retries: bool = True) -> Any:
 
 
 def _server(api: Any) -> str:
-    return getattr(api.configuration, "host", "?")
+    """The API server's URL as messages name it: a password in it masked (clusters/redact.py)."""
+    return redact(getattr(api.configuration, "host", "?"))
 
 
 def _get_json(api: Any, path: str, timeout: tuple[float, float]) -> Any:

@@ -369,7 +369,7 @@ class KindNodeKubelet(NodeKubelet):
         return self._docker_exec(["cat", KUBELET_CONFIG])
 
     def write_config(self, text: str) -> None:
-        self._docker_exec(["sh", "-c", f"cat > {KUBELET_CONFIG}.tmp && mv {KUBELET_CONFIG}.tmp {KUBELET_CONFIG}"], text.encode())
+        self._docker_exec(["sh", "-c", 'cat > "$1.tmp" && mv "$1.tmp" "$1"', "sh", KUBELET_CONFIG], text.encode())
 
     def restart(self) -> None:
         self._docker_exec(["systemctl", "restart", "kubelet"])

@@ -3,7 +3,8 @@
 Providers run inside pytest (its output captured) and often inside pytest-xdist workers (no
 terminal at all). So progress goes through a file: every process appends whole lines to the
 run's ``progress.log`` and the controller follows it, writing each line through pytest's
-terminal reporter as it arrives.
+terminal reporter as it arrives. Every line goes through clusters.redact before it is written:
+a tool's output in a progress line may carry a URL's password or a token.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from clusters.redact import redact
 
 Progress = Callable[[str], None]
 
@@ -27,7 +30,7 @@ def writer(run_dir: Path, source: str, start: float | None = None,
     t0 = start if start is not None else time.time()
 
     def emit(message: str) -> None:
-        line = f"[{time.time() - t0:7.1f}s] {source}: {message.rstrip()}"
+        line = redact(f"[{time.time() - t0:7.1f}s] {source}: {message.rstrip()}")
         # O_APPEND writes of one short line are not interleaved with other processes' lines
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

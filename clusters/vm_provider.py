@@ -60,6 +60,7 @@ class VmProvider(Provider):
             memory_mb=config.getoption("vm_memory"),
             swap_mb=config.getoption("vm_swap"),
             reuse=config.getoption("reuse_clusters"),
+            state_dir=config.getoption("vm_state_dir"),
             progress=progress,
         )
 

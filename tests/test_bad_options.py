@@ -147,3 +147,18 @@ def test_a_malformed_node_image(suite: pytest.Pytester, tmp_path: Path, image: s
     line = refused(suite, tmp_path, "--provider=kind", f"--node-image={image}")
     assert line == (f"ERROR: --node-image: {image!r} is not an image reference: pass --node-image REPOSITORY:TAG,"
                     " e.g. kindest/node:v1.37.0")
+
+
+def test_a_vm_state_dir_that_is_a_file(suite: pytest.Pytester, tmp_path: Path) -> None:
+    (suite.path / "state").write_text("not a directory\n")
+    line = refused(suite, tmp_path, "--provider=vm", f"--vm-state-dir={suite.path / 'state'}")
+    assert line == f"ERROR: --vm-state-dir {suite.path / 'state'} is a file, not a directory: name a directory" \
+                   " (it is created if missing)"
+
+
+def test_the_vm_state_dir_is_the_vm_providers(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    from clusters.vm_provider import VmProvider
+
+    config = pytester.parseconfig("-p", "e2e.plugin", "--provider=vm", f"--vm-state-dir={tmp_path / 'state'}")
+    provider = VmProvider.from_pytest_config(config, tmp_path / "run")
+    assert provider.vm().state_dir == tmp_path / "state"

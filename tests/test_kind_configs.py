@@ -130,9 +130,11 @@ def kind_cli() -> str:
         pytest.skip("no Docker engine answers: kind checks its engine before it reads a config")
     # An empty local image: kind finds it present, so nothing is pulled, and the run stops
     # at "Preparing nodes" after the config has been decoded and validated.
+    empty = subprocess.run(["tar", "cf", "-", "--files-from", "/dev/null"], check=True, capture_output=True,
+                           timeout=60).stdout
     for tag in ("v0", "v1.33.1"):
-        subprocess.run(f"tar cf - --files-from /dev/null | docker import - {PLACEHOLDER}:{tag}",
-                       shell=True, check=True, capture_output=True, timeout=60)
+        subprocess.run(["docker", "import", "-", f"{PLACEHOLDER}:{tag}"], input=empty, check=True,
+                       capture_output=True, timeout=60)
     return kind
 
 

@@ -2,6 +2,7 @@
 repository is well-formed and applies to the release it was written against."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -159,27 +160,200 @@ def test_every_mutant_applies_to_the_release(tmp_path: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_a_mutant_the_shared_vm_could_not_test_gets_a_fresh_vm(tmp_path: Path, monkeypatch) -> None:
+def test_a_mutant_the_shared_vm_could_not_test_gets_a_fresh_vm(tmp_path: Path, monkeypatch, fake_vm_cli) -> None:
     """Mutant 31 re-created the shared node's control plane when its kubelet was swapped in; the
     suite met an API server still starting (403) and the next mutant met a refused connection."""
     from bench.mutants import __main__ as bench
 
     runs: list[bool] = []  # per run: was it on the shared VM?
 
-    def run_one(name, patches, behaviors, selection, label, provider, out_dir, extra, shared=None, base=None):
+    def run_one(name, patches, behaviors, selection, label, provider, out_dir, extra, shared=None, base=None, **kw):
         runs.append(shared is not None)
         if shared is not None:
             return model.Outcome(name, "b", model.NOT_RUN, detail="")  # a reason may be empty
         return model.Outcome(name, "b", model.CAUGHT, failed=["test_resize[LimitedSwap]"])
 
-    downs: list[str] = []
     monkeypatch.setattr(bench, "run_one", run_one)
-    monkeypatch.setattr(bench, "_vm", lambda *args: downs.append(args[0]))
-    monkeypatch.setattr(bench, "_say", lambda line: None)
     m = next(m for m in model.load(model.HERE) if m.name == "hash-includes-resources")
     args = bench.argparse.Namespace(rerun=True, k=None, provider="vm", fresh_vm=False, pytest_args=[])
     shared = bench.SharedVm()
-    shared.booted = True
+    shared.swap_in([], [])  # the bench boots the shared VM
+    fake_vm_cli.calls.clear()
     o = bench._run_mutant(args, 1, m, 1, "suite", tmp_path, shared)
     assert runs == [True, False] and o.verdict == model.CAUGHT
+    downs = [call[0] for call in fake_vm_cli.calls]
     assert downs == ["down"] and not shared.booted  # the next mutant boots a fresh shared VM
+    assert bench.running_vm(shared.state_dir) is None
+
+
+# --- the bench's VMs: a state directory of its own, and only what it started is stopped -----------
+
+class FakeVmCli:
+    """`python -m clusters.vm` as the bench calls it, without booting: `up` starts a stand-in
+    qemu (a sleeping process whose command line names qemu-system and the pid file, as
+    qemu.read_pid checks) and writes the state file; `down` stops the one its state directory
+    names; `status` says Ready while it runs. Every call must name a state directory."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Path]] = []
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, state_dir: Path) -> tuple[int, float]:
+        import json
+        import sys
+        import time
+
+        state_dir.mkdir(parents=True, exist_ok=True)
+        pidfile = state_dir / "qemu.pid"
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "qemu-system-x86_64",
+                                 "-pidfile", str(pidfile)])
+        self.procs.append(proc)
+        started = time.time()
+        pidfile.write_text(f"{proc.pid}\n")
+        (state_dir / "state.json").write_text(json.dumps({"pid": proc.pid, "started_at": started}))
+        for _ in range(100):  # until /proc has its command line
+            if b"qemu-system" in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.02)
+        return proc.pid, started
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess:
+        import json
+
+        from clusters.vm import qemu
+
+        assert "--state-dir" in args, f"clusters.vm {' '.join(args)}: no --state-dir (the default one is not the bench's)"
+        state_dir = Path(args[args.index("--state-dir") + 1])
+        self.calls.append((args[0], state_dir))
+        pid = qemu.read_pid(qemu.VmPaths(state_dir))
+        out = ""
+        if args[0] == "up":
+            self.start(state_dir)
+        elif args[0] == "down" and pid is not None:
+            next(p for p in self.procs if p.pid == pid).kill()
+            next(p for p in self.procs if p.pid == pid).wait()
+            (state_dir / "qemu.pid").unlink()
+            (state_dir / "state.json").unlink()
+        elif args[0] == "status":
+            out = json.dumps({"running": pid is not None, "node_ready": pid is not None})
+        return subprocess.CompletedProcess(args, 0, out, None)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def fake_vm_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from bench.mutants import __main__ as bench
+
+    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
+    fake = FakeVmCli()
+    monkeypatch.setattr(bench, "_vm", fake)
+    monkeypatch.setattr(bench, "_say", lambda line: None)
+    yield fake
+    fake.stop_all()
+
+
+def test_the_bench_runs_its_vms_in_its_own_state_directory_and_stops_only_those(tmp_path: Path, fake_vm_cli) -> None:
+    from bench.mutants import __main__ as bench
+    from clusters.vm.paths import default_state_dir
+
+    someone_elses = fake_vm_cli.start(default_state_dir())  # `python -m clusters.vm up`, by someone else
+    shared = bench.SharedVm()
+    assert shared.state_dir == tmp_path / "cache" / "bench" / "vm-run"
+    assert bench.claim(shared.state_dir) is None  # the default directory's VM is none of its business
+    assert shared.swap_in([], []) is None
+    ours = bench.running_vm(shared.state_dir)
+    assert ours is not None and shared.started == ours
+    shared.after()  # Ready: kept for the next mutant
+    assert shared.swap_in([], []) is None and bench.running_vm(shared.state_dir) == ours  # not booted again
+    shared.down()
+    assert bench.running_vm(shared.state_dir) is None
+    assert bench.running_vm(default_state_dir()) == someone_elses
+    assert [call[0] for call in fake_vm_cli.calls] == ["up", "swap-kubelet", "status", "status", "swap-kubelet", "down"]
+    assert {call[1] for call in fake_vm_cli.calls} == {shared.state_dir}
+
+
+def test_a_vm_the_bench_did_not_start_is_left_alone(tmp_path: Path, fake_vm_cli, monkeypatch) -> None:
+    from bench.mutants import __main__ as bench
+
+    shared = bench.SharedVm(tmp_path / "bench state")
+    stranger = fake_vm_cli.start(shared.state_dir)  # a VM left by an earlier bench, or started by hand
+    refused = bench.claim(shared.state_dir)
+    assert refused and f"pid {stranger[0]}" in refused and "clusters.vm down --state-dir" in refused, refused
+    assert shared.swap_in([], []) == refused  # not swapped into, not stopped to boot anew
+    shared.down()
+    shared.after()
+    monkeypatch.setattr(bench.subprocess, "Popen", lambda *a, **kw: pytest.fail("a pytest run started"))
+    o = bench.run_one("m", [], None, [], "all", "vm", tmp_path / "out", [], state_dir=shared.state_dir)
+    assert o.verdict == model.NOT_RUN and f"pid {stranger[0]}" in o.detail  # its own VM's run would stop it
+    assert bench.running_vm(shared.state_dir) == stranger
+    assert [call[0] for call in fake_vm_cli.calls] == []
+
+
+def test_a_vm_the_bench_started_but_that_was_replaced_is_left_alone(tmp_path: Path, fake_vm_cli) -> None:
+    from bench.mutants import __main__ as bench
+
+    shared = bench.SharedVm(tmp_path / "state")
+    assert shared.swap_in([], []) is None
+    fake_vm_cli("down", "--state-dir", str(shared.state_dir))  # stopped by hand, and another booted there
+    other = fake_vm_cli.start(shared.state_dir)
+    fake_vm_cli.calls.clear()
+    shared.down()
+    assert bench.running_vm(shared.state_dir) == other and fake_vm_cli.calls == []
+
+
+def test_a_second_bench_on_the_same_state_directory_is_refused(tmp_path: Path, fake_vm_cli) -> None:
+    from bench.mutants import __main__ as bench
+
+    assert bench.claim(tmp_path / "state") is None
+    refused = bench.claim(tmp_path / "state")
+    assert refused and refused.startswith(f"another bench (pid {os.getpid()}) runs its VMs in"), refused
+
+
+def test_the_bench_does_not_start_beside_a_vm_it_did_not_start(tmp_path: Path, fake_vm_cli, capsys) -> None:
+    from bench.mutants import __main__ as bench
+
+    fake_vm_cli.start(tmp_path / "state")
+    code = bench.main(["--state-dir", str(tmp_path / "state"), "--mutant", "hash-includes-resources",
+                       "--results-dir", str(tmp_path / "results")])
+    assert code == 2 and "a VM this bench did not start runs in" in capsys.readouterr().err
+    assert fake_vm_cli.calls == [] and not (tmp_path / "results").exists()
+
+
+def _guest_state(kind: str, pid: int, started: float):
+    from clusters.vm.cluster import VmState
+    from clusters.vm.kindhost import KindHostState
+
+    if kind == "vm":
+        return VmState(pid=pid, port=1, k8s_version="v1.37.1", kernel="6.12", kernel_release="6.12.0", memory_mb=4096,
+                       swap_mb=2048, cpus=2, behavior="LimitedSwap", image_key="k", started_at=started)
+    return KindHostState(pid=pid, docker_port=1, api_ports={}, kernel="6.12", kernel_release="6.12.0", memory_mb=8192,
+                         swap_mb=4096, cpus=2, accel="tcg", image_key="k", started_at=started)
+
+
+@pytest.mark.parametrize(("kind", "bench_module"), [("vm", "vm_bench"), ("kind-host", "kind_bench")])
+def test_the_vm_and_kind_benches_stop_only_the_guest_they_booted(tmp_path: Path, fake_vm_cli, monkeypatch, capsys,
+                                                                 kind: str, bench_module: str) -> None:
+    import importlib
+    import sys
+
+    from clusters.vm.cluster import VmCluster
+    from clusters.vm.kindhost import KindHost
+
+    module = importlib.import_module(f"bench.{bench_module}")
+    guest = VmCluster(tmp_path / "state") if kind == "vm" else KindHost(tmp_path / "state")
+    assert module.not_started_here(guest, "stop") is None and not module.started_here(guest, None)
+    booted = _guest_state(kind, *fake_vm_cli.start(guest.state_dir))  # as up() would have
+    guest.save_state(booted)
+    assert module.started_here(guest, booted)  # the bench's end stops it
+    refused = module.not_started_here(guest, f"python -m clusters.vm{' kind-host' if kind != 'vm' else ''} down")
+    assert refused and f"pid {booted.pid}" in refused and f"down --state-dir {guest.state_dir}" in refused, refused
+    # a bench run now, with this directory, refuses to start (its up() would stop this guest first)
+    monkeypatch.setattr(sys, "argv", [f"{bench_module}.py", "--state-dir", str(guest.state_dir)])
+    assert module.main() == 2 and refused in capsys.readouterr().err
+    fake_vm_cli("down", "--state-dir", str(guest.state_dir))  # stopped by hand, another booted there
+    guest.save_state(_guest_state(kind, *fake_vm_cli.start(guest.state_dir)))
+    assert not module.started_here(guest, booted)  # the bench's end leaves that one alone

@@ -117,7 +117,7 @@ def run_pod(vm, kubectl):
     for name in created:
         try:
             core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
-        except Exception:  # noqa: BLE001 - best effort cleanup
+        except Exception:  # noqa: BLE001, S110 - best effort cleanup
             pass
 
 

@@ -19,11 +19,19 @@ and each such kubelet-only mutant's kubelet is swapped in, as for the release's 
 ``--provider kind``: each build becomes a kind node image (``clusters.vm.nodeimage``), loaded
 into the Docker host ``DOCKER_HOST`` names (the kind host VM: ``clusters.vm kind-host up``),
 and the suite runs with ``--provider kind --node-image``.
+
+``--provider vm`` runs every VM in a state directory of the bench's own (``--state-dir``, default
+``<cache>/bench/vm-run``), never the one ``python -m clusters.vm`` and the suite use by default,
+where someone else's VM may run; it holds that directory for the whole run, stops only a VM it
+booted there itself (the pid and start time it recorded), and does not start while a VM it did
+not boot runs there.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import fcntl
+import json
 import os
 import shlex
 import subprocess
@@ -32,13 +40,14 @@ import time
 from pathlib import Path
 
 from bench import mutants as model
+from clusters.redact import redact
 from clusters.vm import k8s_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _say(line: str) -> None:
-    print(f"[mutants {time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+    print(redact(f"[mutants {time.strftime('%H:%M:%S')}] {line}"), file=sys.stderr, flush=True)
 
 
 def _selection(k: str | None, mutant_tests: str | None) -> tuple[list[str], str]:
@@ -77,19 +86,87 @@ def _vm(*args: str) -> subprocess.CompletedProcess[str]:
                           stdout=subprocess.PIPE, stderr=None)
 
 
+def default_state_dir() -> Path:
+    from workloads.cache import cache_root
+
+    return cache_root() / "bench" / "vm-run"
+
+
+Started = tuple[int, float]  # a VM as its state directory records it: qemu's pid, its start time
+
+
+def running_vm(state_dir: Path) -> Started | None:
+    """The VM running in ``state_dir`` (its pid file names a live qemu of that directory), None
+    when none runs there."""
+    from clusters.vm import qemu
+
+    pid = qemu.read_pid(qemu.VmPaths(state_dir))
+    if pid is None:
+        return None
+    try:
+        started = float(json.loads((state_dir / "state.json").read_text())["started_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        started = 0.0
+    return pid, started
+
+
+def not_ours(state_dir: Path, running: Started) -> str:
+    return (f"a VM this bench did not start runs in {state_dir} (pid {running[0]}): it is left alone; stop it with"
+            f" `python -m clusters.vm down --state-dir {shlex.quote(str(state_dir))}`, or give the bench another"
+            " --state-dir")
+
+
+_HELD: list[object] = []  # the state directories' lock files, open (so locked) until the process ends
+
+
+def claim(state_dir: Path) -> str | None:
+    """Hold ``state_dir`` for this bench until it exits; why not, when another bench holds it or
+    a VM this bench did not start runs there."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(state_dir / "bench.lock", "a+")  # held open: the lock lasts as long as the process
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        return (f"another bench (pid {holder}) runs its VMs in {state_dir}: wait for it, or give this one another"
+                " --state-dir")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    _HELD.append(handle)
+    running = running_vm(state_dir)
+    return not_ours(state_dir, running) if running is not None else None
+
+
 class SharedVm:
     """One VM for every kubelet-only mutant: booted once from the release, each mutant's kubelet
     swapped in (``clusters.vm swap-kubelet``: the node then reports that build), the suite run
-    with --reuse-clusters. A node left unhealthy by a mutant is stopped; the next one boots anew."""
+    with --reuse-clusters. A node left unhealthy by a mutant is stopped; the next one boots anew.
+    It lives in the bench's state directory, and is stopped only while it is the VM this bench
+    booted there (the pid and start time recorded when it came up)."""
 
-    def __init__(self) -> None:
+    def __init__(self, state_dir: Path | None = None) -> None:
+        self.state_dir = state_dir or default_state_dir()
         self.booted = False
         self.base: list[Path] = []  # the patches the running VM's whole build was made with
+        self.started: Started | None = None  # the VM this bench booted, as its state directory recorded it
+
+    def _vm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return _vm(*args, "--state-dir", str(self.state_dir))
+
+    def ours(self) -> bool:
+        return self.started is not None and running_vm(self.state_dir) == self.started
+
+    def stranger(self) -> str | None:
+        """Why the bench must not boot here now: a VM it did not start runs in its state directory."""
+        running = running_vm(self.state_dir)
+        return not_ours(self.state_dir, running) if running is not None and running != self.started else None
 
     def ready(self) -> bool:
-        import json
-
-        out = _vm("status")
+        out = self._vm("status")
         try:
             return out.returncode == 0 and bool(json.loads(out.stdout).get("node_ready"))
         except ValueError:
@@ -97,36 +174,48 @@ class SharedVm:
 
     def swap_in(self, patches: list[Path], base: list[Path]) -> str | None:
         """None when that build's kubelet runs on a Ready node booted from release + `base`; else why not."""
-        if not self.ready() or (self.booted and self.base != base):
-            _vm("down")
+        if not (self.ours() and self.ready() and self.base == base):
+            why = self.stranger()
+            if why:
+                return why
+            self.down()
             built = k8s_source.release(_release(), base).build_id
             for attempt in (1, 2):  # under emulation kubeadm's 10 s API deadlines are sometimes missed
                 _say(f"booting the shared VM ({built}), attempt {attempt}")
-                up = _vm("up", "--k8s-version", _release(), "--behavior", "LimitedSwap",
-                         *[f"--k8s-patch={p}" for p in base])
+                up = self._vm("up", "--k8s-version", _release(), "--behavior", "LimitedSwap",
+                              *[f"--k8s-patch={p}" for p in base])
+                # nothing ran here before the up (stranger() above), and no other bench boots here: ours
+                self.started = running_vm(self.state_dir)
                 if up.returncode == 0:
                     break
-                _vm("down")
+                self.down()
             else:
                 return f"the shared VM did not come up (exit {up.returncode}, twice)"
             self.booted, self.base = True, list(base)
-        swap = _vm("swap-kubelet", "--k8s-version", _release(), *[f"--k8s-patch={p}" for p in patches])
+        swap = self._vm("swap-kubelet", "--k8s-version", _release(), *[f"--k8s-patch={p}" for p in patches])
         return None if swap.returncode == 0 else f"swapping the kubelet in failed (exit {swap.returncode})"
 
     def after(self) -> None:
-        if not self.ready():
+        if self.ours() and not self.ready():
             _say("the node is not Ready after this run: stopping the VM, the next run boots a fresh one")
-            _vm("down")
+            self.down()
 
     def down(self) -> None:
-        _vm("down")
-        self.booted = False
+        """Stop the VM this bench booted, if it still runs; never another."""
+        running = running_vm(self.state_dir)
+        if running is not None and running == self.started:
+            self._vm("down")
+        elif running is not None:
+            _say(not_ours(self.state_dir, running))
+        self.booted, self.started = False, None
 
 
 def run_one(name: str, patches: list[Path], behaviors: str | None, selection: list[str], label: str,
             provider: str, out_dir: Path, extra: list[str], shared: SharedVm | None = None,
-            base: list[Path] | None = None) -> model.Outcome:
-    """One pytest run of the suite on one build; live progress per test on stderr."""
+            base: list[Path] | None = None, state_dir: Path | None = None) -> model.Outcome:
+    """One pytest run of the suite on one build; live progress per test on stderr. vm: in the
+    bench's ``state_dir``; without ``shared`` the run boots a VM of its own there (and stops it),
+    so it does not start while a VM runs there (the run would stop it first)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
     junit.unlink(missing_ok=True)
@@ -136,6 +225,12 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
         image_args = _node_image(patches, provider)
     except Exception as error:  # noqa: BLE001 - a build that fails is this mutant's result
         out = model.judge(name, build, None, None, str(error))
+        out.seconds, out.selection = time.monotonic() - t0, label
+        return out
+    state_dir = shared.state_dir if shared is not None else state_dir or default_state_dir()
+    running = running_vm(state_dir) if provider == "vm" and shared is None else None
+    if running is not None:
+        out = model.judge(name, build, None, None, not_ours(state_dir, running))
         out.seconds, out.selection = time.monotonic() - t0, label
         return out
     if shared is not None:
@@ -149,14 +244,14 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
     argv = [sys.executable, "-m", "pytest", "e2e", "--provider", provider, "-p", "no:cacheprovider",
             "-v", "--results-dir", str(out_dir), "--junitxml", str(junit), *image_args, *selection, *extra]
     if provider == "vm":
-        argv += [f"--k8s-patch={p}" for p in patches]
+        argv += [f"--k8s-patch={p}" for p in patches] + ["--vm-state-dir", str(state_dir)]
     argv += ["--behaviors", behaviors or "NoSwap,LimitedSwap"]
     _say(f"{name}: {shlex.join(argv[1:])}")
     log = out_dir / "pytest.log"
     tail: list[str] = []
     with open(log, "w") as f:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert proc.stdout is not None
+        assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
         for line in proc.stdout:
             f.write(line)
             f.flush()  # the log is read while the run goes on
@@ -200,7 +295,7 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
         if a.provider == "vm" and not share_all:
             shared.down()
         o = run_one(name, patches, behaviors, selection, label, a.provider, keep / f"{name}-{a.provider}",
-                    a.pytest_args, shared if share_all else None, patches)
+                    a.pytest_args, shared if share_all else None, patches, state_dir=shared.state_dir)
         o.suite = suite
         kept.write_text(o.to_json())
     else:
@@ -226,7 +321,8 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     out_dir = keep / f"{m.name}-{m.content_hash}-{a.provider}"
 
     def run(on: SharedVm | None) -> model.Outcome:
-        return run_one(m.name, m.patches, m.behaviors, selection, label, a.provider, out_dir, a.pytest_args, on, base)
+        return run_one(m.name, m.patches, m.behaviors, selection, label, a.provider, out_dir, a.pytest_args, on, base,
+                       state_dir=shared.state_dir)
 
     o = run(shared if share else None)
     if share and o.verdict == model.NOT_RUN:
@@ -259,13 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-vm", action="store_true",
                     help="vm: boot a fresh VM for every mutant (default: kubelet-only mutants share one VM and"
                          " swap their kubelet in; others always get a fresh VM)")
+    ap.add_argument("--state-dir", type=Path, default=None,
+                    help="vm: the state directory of the bench's VMs (default <cache>/bench/vm-run); the bench"
+                         " holds it while it runs and stops only a VM it booted there")
     ap.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for every run")
     a = ap.parse_args(argv)
 
     try:
         mutants = model.load(a.patches)
     except k8s_source.SourceError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(redact(f"error: {error}"), file=sys.stderr)
         return 2
     if a.mutant:
         wanted = set(a.mutant)
@@ -277,11 +376,15 @@ def main(argv: list[str] | None = None) -> int:
     if not mutants and not a.baseline_only:
         print(f"error: no *.patch in {a.patches}", file=sys.stderr)
         return 2
+    shared = SharedVm(a.state_dir)
+    refused = claim(shared.state_dir) if a.provider == "vm" else None
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     suite = model.suite_hash(ROOT)
     keep = a.results_dir / "mutants"
     keep.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    shared = SharedVm()
     # vm: kubelet-only mutants share one VM per base (the release, a prototype); each base's
     # unmodified build runs first on it, before any mutant's kubelet has touched the node (a
     # fresh VM of that build), then that base's mutants, so the VM boots once per base.

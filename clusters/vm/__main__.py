@@ -159,11 +159,14 @@ def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
 
 def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image: bool, boot: bool,
                binaries: bool = True) -> None:
-    """The host's tools, all at once, before anything is built or booted (exit 3)."""
+    """The host's tools, all at once, before anything is built or booted (exit 3); first a bad
+    $KSC_DEBIAN_MIRROR, a usage error (exit 4)."""
     from clusters.checks import require
 
-    from . import hostcheck
+    from . import hostcheck, image
 
+    if guest_image:
+        image.mirror()
     require(hostcheck.checks(kubernetes, root=cache, guest_image=guest_image, boot=boot, binaries=binaries))
 
 

@@ -281,8 +281,9 @@ class VmCluster(Guest[VmState]):
         return out
 
     def write_guest_file(self, path: str, data: bytes, mode: str = "0644") -> None:
-        self._check(["sh", "-c", f"mkdir -p \"$(dirname '{path}')\" && cat > '{path}.tmp' && "
-                                 f"chmod {mode} '{path}.tmp' && mv '{path}.tmp' '{path}'"], input=data)
+        # the path and mode are the script's parameters, never shell text
+        self._check(["sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1.tmp" && chmod "$2" "$1.tmp"'
+                                 ' && mv "$1.tmp" "$1"', "sh", path, mode], input=data)
 
     def _wait_unit(self, unit: str, deadline: float) -> None:
         last = ""
@@ -303,7 +304,7 @@ class VmCluster(Guest[VmState]):
         self.progress(f"kubeadm init: swapBehavior {behavior} (kubelet config from {source})"
                       + (f", feature gates {', '.join(gates)} on the API server and the kubelet" if gates else ""))
         self.write_guest_file(node.KUBEADM_CONFIG_PATH, cfg.encode())
-        argv = ["sh", "-c", f"kubeadm init --config {node.KUBEADM_CONFIG_PATH} -v=1 > {KUBEADM_LOG} 2>&1"]
+        argv = ["sh", "-c", 'kubeadm init --config "$1" -v=1 > "$2" 2>&1', "sh", node.KUBEADM_CONFIG_PATH, KUBEADM_LOG]
         pid = self.agent.spawn(argv)
         seen = 0
         deadline = time.monotonic() + 45 * 60
@@ -425,13 +426,13 @@ class VmCluster(Guest[VmState]):
         new = "/usr/local/bin/kubelet.ksc-new"
         self._check(["rm", "-f", new])
         for i in range(0, len(data), chunk):
-            self._check(["sh", "-c", f"cat >> {new}"], input=data[i:i + chunk])
+            self._check(["sh", "-c", 'cat >> "$1"', "sh", new], input=data[i:i + chunk])
         rc, out, _ = self.guest_exec(["sha256sum", new])
         if rc != 0 or out.split()[0] != hashlib.sha256(data).hexdigest():
             raise VmClusterError(f"copying the kubelet into the guest failed (sha256 {out.strip()!r})")
         since = time.monotonic()
-        self._check(["sh", "-c", f"chmod 0755 {new} && systemctl stop kubelet && mv {new} /usr/local/bin/kubelet"
-                                 " && systemctl start kubelet"])
+        self._check(["sh", "-c", 'chmod 0755 "$1" && systemctl stop kubelet && mv "$1" /usr/local/bin/kubelet'
+                                 " && systemctl start kubelet", "sh", new])
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:

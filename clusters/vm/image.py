@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from clusters.cli import UsageError
 from workloads.cache import cache_root
 
 from . import guestfiles
@@ -28,7 +30,8 @@ from .build import cache_lock
 
 Progress = Callable[[str], None]
 
-MIRROR = os.environ.get("KSC_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+MIRROR_VARIABLE = "KSC_DEBIAN_MIRROR"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"
 KERNELS = ("6.12", "6.1")
 DISK_SIZE = "12G"
@@ -44,6 +47,21 @@ IMAGE_RECIPE_VERSION = "1"
 
 class ImageError(RuntimeError):
     pass
+
+
+# What debootstrap and a sources.list line take as a mirror: an http(s) URL with a host, and no
+# whitespace or quotes (a sources.list line splits on whitespace).
+_MIRROR_URL = re.compile(r"https?://[^\s/?#'\"\\]+(?:/[^\s'\"\\]*)?")
+
+
+def mirror() -> str:
+    """The Debian mirror the guest root filesystems come from: $KSC_DEBIAN_MIRROR, checked, or
+    deb.debian.org. A bad value is a usage error (exit 4) that names the variable."""
+    value = os.environ.get(MIRROR_VARIABLE, DEFAULT_MIRROR)
+    if not _MIRROR_URL.fullmatch(value):
+        raise UsageError(f"{MIRROR_VARIABLE}={value!r} is not an http(s) URL of a Debian mirror: set it to one,"
+                         f" e.g. {MIRROR_VARIABLE}={DEFAULT_MIRROR} (or unset it for that one)")
+    return value
 
 
 def _run(argv: list[str], log: Path, what: str, **kw) -> None:
@@ -106,7 +124,7 @@ class RootfsRecipe:
     version: str = ROOTFS_RECIPE_VERSION
 
     def key(self) -> str:
-        fields: dict[str, object] = {"v": self.version, "suite": SUITE, "mirror": MIRROR,
+        fields: dict[str, object] = {"v": self.version, "suite": SUITE, "mirror": mirror(),
                                      "packages": self.packages, "kernel": self.kernel}
         if self.flavor != "node":  # the node's key predates flavors: keep its caches valid
             fields["flavor"] = self.flavor
@@ -143,6 +161,30 @@ def build_rootfs(recipe: RootfsRecipe | str = "6.12", *, root: Path | None = Non
         return _build_rootfs_locked(recipe, key, out, root, progress)
 
 
+# The rootfs is built as root in a mount namespace of its own (unshare --mount), so no mount
+# outlives the build; the chroot's mounts must be made in that namespace, so the steps are one
+# script. The script is a constant: every value (the target directory, which may hold spaces,
+# the mirror from the environment, the packages) reaches it as a positional parameter, never as
+# shell text.
+ROOTFS_SCRIPT = r"""
+set -eux
+target=$1 suite=$2 mirror=$3 packages=$4 kernel_suite=$5
+mount --make-rprivate /
+debootstrap --variant=minbase --include="$packages" "$suite" "$target" "$mirror"
+if [ -n "$kernel_suite" ]; then
+  printf 'deb %s %s-backports main\n' "$mirror" "$suite" > "$target/etc/apt/sources.list.d/backports.list"
+  mount -t proc proc "$target/proc"
+  mount -t sysfs sys "$target/sys"
+  mount --rbind /dev "$target/dev"
+  chroot "$target" env DEBIAN_FRONTEND=noninteractive apt-get update
+  chroot "$target" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    -t "$kernel_suite" linux-image-amd64 initramfs-tools
+fi
+chroot "$target" apt-get clean
+rm -rf "$target"/var/lib/apt/lists/*
+"""
+
+
 def _build_rootfs_locked(recipe: RootfsRecipe, key: str, out: Path, root: Path, progress: Progress) -> Path:
     tmp = out.with_name(key + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -152,26 +194,10 @@ def _build_rootfs_locked(recipe: RootfsRecipe, key: str, out: Path, root: Path, 
     log.write_text("")
     t0 = time.monotonic()
     progress(f"image: debootstrap {SUITE} ({recipe.describe()}) into {tmp} (log {log})")
-    kernel_steps = ""
-    if recipe.kernel:
-        kernel_suite = f"{SUITE}-backports" if recipe.kernel == "6.12" else SUITE
-        kernel_steps = f"""
-echo 'deb {MIRROR} {SUITE}-backports main' > {tmp}/etc/apt/sources.list.d/backports.list
-mount -t proc proc {tmp}/proc
-mount -t sysfs sys {tmp}/sys
-mount --rbind /dev {tmp}/dev
-chroot {tmp} env DEBIAN_FRONTEND=noninteractive apt-get update
-chroot {tmp} env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends -t {kernel_suite} linux-image-amd64 initramfs-tools
-"""
-    script = f"""
-set -eux
-mount --make-rprivate /
-debootstrap --variant=minbase --include={','.join(recipe.packages)} {SUITE} {tmp} {MIRROR}
-{kernel_steps}
-chroot {tmp} apt-get clean
-rm -rf {tmp}/var/lib/apt/lists/*
-"""
-    _run(["unshare", "--mount", "--fork", "sh", "-c", script], log, "debootstrap" + (" and kernel install" if recipe.kernel else ""))
+    kernel_suite = "" if not recipe.kernel else f"{SUITE}-backports" if recipe.kernel == "6.12" else SUITE
+    _run(["unshare", "--mount", "--fork", "sh", "-c", ROOTFS_SCRIPT, "sh",
+          str(tmp), SUITE, mirror(), ",".join(recipe.packages), kernel_suite],
+         log, "debootstrap" + (" and kernel install" if recipe.kernel else ""))
     kernels = sorted((tmp / "boot").glob("vmlinuz-*"))
     if recipe.kernel and not kernels:
         raise ImageError(f"no kernel installed in {tmp}/boot (log {log})")
@@ -337,7 +363,7 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
         agent.exec(["sh", "-c", "rm -f /var/log/journal/*/* ; sync"], timeout=120)
         try:
             agent.spawn(["systemctl", "poweroff"])
-        except Exception:  # noqa: BLE001 - the agent may die mid-answer
+        except Exception:  # noqa: BLE001, S110 - the agent may die mid-answer
             pass
         end = time.monotonic() + 180
         while qemu.read_pid(paths) is not None and time.monotonic() < end:

@@ -367,7 +367,9 @@ def load_and_bake(image: NodeImage, docker: Docker, progress: Progress = print) 
     docker("rm", "-f", "-v", name, timeout=120)
     progress("baking: importing the node's container images into its containerd store")
     try:
-        _check(docker("run", "--name", name, "--privileged", "--tmpfs", "/run", "--tmpfs", "/tmp", "-v", "/ksc-bake",
+        # /tmp: a tmpfs of the bake container, as kind gives its nodes
+        _check(docker("run", "--name", name, "--privileged", "--tmpfs", "/run", "--tmpfs", "/tmp",  # noqa: S108
+                      "-v", "/ksc-bake",
                       "--entrypoint", "/usr/local/sbin/ksc-bake", image.archive_ref, timeout=3600), "baking")
         _check(docker("commit", "--change", 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]',
                       name, image.ref, timeout=3600), "docker commit")

@@ -14,6 +14,7 @@ import pytest
 
 from clusters import behaviors as swap_behaviors
 from clusters import cli
+from clusters.redact import redact
 
 PROVIDERS = ("kind", "existing", "vm")
 
@@ -54,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vm-memory", type=cli.mib(cli.MIN_NODE_MEMORY_MIB, "what a kubeadm control plane needs"),
                     default=4096, help=f"vm: guest memory in MiB (at least {cli.MIN_NODE_MEMORY_MIB})")
     group.addoption("--vm-swap", type=cli.mib(), default=2048, help="vm: guest swap file in MiB")
+    group.addoption("--vm-state-dir", type=Path, default=None, metavar="DIR",
+                    help="vm: the node's state directory (default: that of `python -m clusters.vm`,"
+                         " <cache>/vm/run); the mutant bench gives its runs one of its own")
     group.addoption("--gate", action="store_true",
                     help="release gate: the run fails unless, for every required behavior, every module with"
                          " tests for it (e2e/verdict.py REQUIRED_CHECKS) ran and passed; in the core modules a skip"
@@ -111,7 +115,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[SETTINGS] = read(config)
+    try:
+        config.stash[SETTINGS] = read(config)
+    except pytest.UsageError as error:  # a value it quotes may carry a credential (a mirror's URL)
+        raise pytest.UsageError(redact(str(error))) from None
 
 
 def read(config: pytest.Config) -> Settings:
@@ -123,6 +130,8 @@ def read(config: pytest.Config) -> Settings:
     kubeconfig = _kubeconfig(config) if provider == "existing" else None
     if provider == "kind":
         _kind_settings(config)
+    if provider == "vm":
+        _vm_settings(config)
     kubernetes = _kubernetes_source(config)
     suite = runs_the_suite(config)
     results = results_dir(config)
@@ -162,6 +171,20 @@ def _kubeconfig(config: pytest.Config) -> str:
     if not Path(path).is_file():
         raise pytest.UsageError(f"--provider existing: kubeconfig {path} does not exist (pass --kubeconfig FILE)")
     return path
+
+
+def _vm_settings(config: pytest.Config) -> None:
+    """Bad vm-only input: the Debian mirror the guest's root filesystem comes from, the state directory."""
+    from clusters.vm import image
+
+    try:
+        image.mirror()
+    except cli.UsageError as error:
+        raise pytest.UsageError(str(error)) from None
+    state_dir = config.getoption("vm_state_dir")
+    problem = directory_problem(state_dir, "--vm-state-dir", parents=True) if state_dir is not None else None
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def _kind_settings(config: pytest.Config) -> None:

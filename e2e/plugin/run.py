@@ -26,6 +26,7 @@ import pytest
 from clusters import progress, shared
 from clusters.cli import Exit
 from clusters.provider import Provider
+from clusters.redact import redact
 from e2e.plugin import hooks, summary
 from e2e.plugin.nodes import behavior_of
 from e2e.plugin.options import settings
@@ -100,7 +101,7 @@ def _cleanup_leaked(run: Run) -> None:
     try:
         messages = [provider.delete(name) for name in leaked()]  # type: ignore[attr-defined]
     except KindError as error:
-        raise pytest.UsageError(f"--cleanup-leaked could not list or delete suite clusters: {error}") from None
+        raise pytest.UsageError(redact(f"--cleanup-leaked could not list or delete suite clusters: {error}")) from None
     run.say(*(messages or ["--cleanup-leaked: no leaked suite cluster (ksc-mixed, or the ksc-noswap,"
                            " ksc-limitedswap, ksc-workloadcontrolledswap of earlier versions) found"]))
 
@@ -139,6 +140,29 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
 
 
 # --- what the user sees --------------------------------------------------------------------------
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, pytest.TestReport,
+                                                                                     pytest.TestReport]:
+    """A test's report, before anything shows or keeps it (the terminal, the JUnit XML, the
+    results directory, an xdist worker's report to the controller): a failure or a skip may say
+    what a kubeconfig, a node or a tool said."""
+    report = yield
+    redact_report(report)
+    return report
+
+
+def redact_report(report: pytest.TestReport) -> None:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (file, line, reason)
+        report.longrepr = (longrepr[0], longrepr[1], redact(longrepr[2]))
+    elif longrepr is not None:
+        text = str(longrepr)
+        masked = redact(text)
+        if masked != text:  # the traceback as text: pytest shows a string longrepr as it is
+            report.longrepr = masked
+    report.sections = [(title, redact(content)) for title, content in report.sections]
+
 
 _follower_key = pytest.StashKey[progress.Follower]()
 

@@ -10,6 +10,7 @@ state lives here, in a module that imports none of them: every dependency points
 from __future__ import annotations
 
 import contextlib
+import shlex
 import signal
 import sys
 import threading
@@ -24,6 +25,7 @@ from clusters import progress, shared
 from clusters.cli import Exit
 from clusters.checks import PreflightError
 from clusters.provider import Provider
+from clusters.redact import redact
 from e2e.plugin.options import settings
 
 
@@ -75,8 +77,8 @@ class Run:
         try:
             self.preflight()
         except (PreflightError, shared.SharedCreationError) as error:
-            pytest.exit(str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: "),
-                        returncode=Exit.PREFLIGHT)
+            message = str(error).removeprefix("preflight: creation failed earlier in this run: PreflightError: ")
+            pytest.exit(redact(message), returncode=Exit.PREFLIGHT)
 
     def teardown(self) -> None:
         """Remove what this run created (or say what --keep-clusters keeps), once, whatever
@@ -135,17 +137,22 @@ def progress_for(config: pytest.Config, source: str) -> progress.Progress:
 
 
 def _kept(entry: dict) -> str:
+    from clusters.vm.paths import default_state_dir
+
     cluster = entry["cluster"]
+    state_dir = entry.get("state_dir")
+    where = "" if not state_dir or Path(state_dir) == default_state_dir() else f" --state-dir {shlex.quote(state_dir)}"
     how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
-           else "stop it with `python -m clusters.vm down`")
+           else f"stop it with `python -m clusters.vm down{where}`")
     return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"
 
 
-# --- what the user sees --------------------------------------------------------------------------
+# --- what the user sees: every line through clusters.redact (a message may carry a kubeconfig's ---
+# --- URL, a token, a tool's output) --------------------------------------------------------------
 
 def say(config: pytest.Config, *lines: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    for line in lines:
+    for line in map(redact, lines):
         if reporter is not None:
             reporter.write_line(f"kube-swap-conformance: {line}")
         else:
@@ -156,6 +163,7 @@ def show(config: pytest.Config, line: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
+    line = redact(line)
     # xdist's progress characters leave the line open; start a new one first
     if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
         reporter.write("\n")

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from clusters import behaviors as swap_behaviors
+from clusters.redact import redact
 from e2e import gate, record, verdict
 from e2e.plugin.options import settings
 from e2e.plugin.state import is_worker, the_run
@@ -59,7 +60,7 @@ def _required_behaviors(config: pytest.Config) -> list[str]:
         wcs = swap_behaviors.WORKLOAD_CONTROLLED_SWAP
         if the_run(config).provider.coverage([wcs])[wcs] is None:
             required.append(wcs)
-    except Exception:  # noqa: BLE001 - a provider that cannot say: not required, and the summary says why
+    except Exception:  # noqa: BLE001, S110 - a provider that cannot say: not required, and the summary says why
         pass
     return required
 
@@ -68,7 +69,9 @@ def _required_behaviors(config: pytest.Config) -> list[str]:
 
 def record_coverage(config: pytest.Config, behavior: str, covered: str | None, reason: str | None) -> None:
     path = the_run(config).directory / f"coverage-{behavior}.json"
-    path.write_text(json.dumps({"node": covered, "reason": reason}))
+    # the reason may carry what a cluster answered (an unreachable server's URL): the summary and
+    # the results directory show it
+    path.write_text(json.dumps({"node": covered, "reason": redact(reason) if reason else reason}))
 
 
 def coverage_records(config: pytest.Config) -> tuple[dict[str, str], dict[str, str]]:
@@ -138,10 +141,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
         terminalreporter.section("conformance matrix")
         for line in report.terminal_lines(written[0]) + [written[1]]:
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(redact(line))
     terminalreporter.section("swap coverage")
     for line in verdict.summary_lines(done, settings(config).behaviors, nodes, not_covered) + teardown:
-        terminalreporter.write_line(line)
+        terminalreporter.write_line(redact(line))  # teardown lines say what a failed delete said
     run.teardown_said = True
     if gate_verdict:
         required, problems = gate_verdict
@@ -149,4 +152,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(f"required: {', '.join(required)}; checks per behavior:"
                                     f" {'; '.join(f'{b}: ' + ', '.join(verdict.checks_for(b)) for b in required)}")
         for line in problems or ["PASSED: every core check of every required behavior ran and passed"]:
-            terminalreporter.write_line(("FAILED " if problems else "") + line)
+            terminalreporter.write_line(redact(("FAILED " if problems else "") + line))
