@@ -160,6 +160,10 @@ def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image:
     from . import hostcheck
 
     require(hostcheck.checks(kubernetes, root=cache, guest_image=guest_image, boot=boot, binaries=binaries))
+    if boot:  # the accelerator too: KSC_VM_ACCEL=kvm on a host whose KVM runs no guest is exit 3, before any build
+        from . import qemu
+
+        qemu.choose_accel()
 
 
 def _cache() -> Path:

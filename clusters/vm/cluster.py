@@ -216,11 +216,13 @@ class VmCluster(Guest[VmState]):
             self.progress("a VM from an earlier run is still up: stopping it")
             self.down()
         t_start = time.monotonic()
+        # Before the build: KSC_VM_ACCEL=kvm on a host whose KVM runs no guest stops here, within
+        # a minute (KvmUnavailable, exit 3), not after the build and a silent boot.
+        accel = qemu.choose_accel()
         img = self.prepare()
         port = qemu.free_loopback_port()
         started = False
         try:
-            accel = qemu.choose_accel()
             self.progress(f"booting: qemu {accel.name.upper()} ({accel.reason}), {self.cpus} vCPU, {self.memory_mb} MiB,"
                           f" swap {self.swap_mb} MiB, kernel {img.kernel_release}, API on 127.0.0.1:{port}")
             t_boot = time.monotonic()
