@@ -270,8 +270,7 @@ class KindHost(Guest[KindHostState]):
     def _wait_docker(self, st: KindHostState, deadline: float) -> None:
         last = ""
         while time.monotonic() < deadline:
-            if not self.is_running():
-                raise KindHostError("qemu exited while waiting for Docker; console:\n" + self.console_tail())
+            self.watch()
             try:
                 r = self.docker(st, "info", "--format", "{{.ServerVersion}} cgroup v{{.CgroupVersion}}", timeout=30)
                 if r.returncode == 0:
