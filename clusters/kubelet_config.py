@@ -45,6 +45,10 @@ class NodeKubelet(ABC):
     @abstractmethod
     def wait_ready(self, deadline: float) -> None: ...
 
+    def check(self) -> None:
+        """Raise if the node will never answer (the vm node's QEMU stopped it): the wait for
+        /configz below swallows every other error while the kubelet restarts."""
+
     # --- built on the above ----------------------------------------------------------------------
 
     def swap_behavior(self) -> str:
@@ -67,6 +71,7 @@ class NodeKubelet(ABC):
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
+            self.check()
             try:
                 config = self.configz()
                 if live(config):

@@ -88,6 +88,13 @@ class VmProvider(Provider):
         checks = [cache]
         if cache.ok:  # the same checks as `python -m clusters.vm up`: tools, Go for what is not built yet
             checks += hostcheck.checks(self.vm().kubernetes, root=self.vm().cache_dir, guest_image=True, boot=True)
+        if all(c.ok for c in checks):  # QEMU is there: KSC_VM_ACCEL=kvm on a KVM that runs no guest fails here
+            from clusters.vm import qemu
+
+            try:
+                qemu.choose_accel()
+            except (qemu.KvmUnavailable, qemu.QemuError) as error:  # forced KVM that fails; a nonsense value
+                checks.append(Check("accelerator", False, str(error)))
         if not all(c.ok for c in checks):
             raise PreflightError(checks)
         self._build_kubernetes()

@@ -168,6 +168,10 @@ def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image:
     if guest_image:
         image.mirror()
     require(hostcheck.checks(kubernetes, root=cache, guest_image=guest_image, boot=boot, binaries=binaries))
+    if boot:  # the accelerator too: KSC_VM_ACCEL=kvm on a host whose KVM runs no guest is exit 3, before any build
+        from . import qemu
+
+        qemu.choose_accel()
 
 
 def _cache() -> Path:

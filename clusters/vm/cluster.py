@@ -217,11 +217,13 @@ class VmCluster(Guest[VmState]):
             self.progress("a VM from an earlier run is still up: stopping it")
             self.down()
         t_start = time.monotonic()
+        # Before the build: KSC_VM_ACCEL=kvm on a host whose KVM runs no guest stops here, within
+        # a minute (KvmUnavailable, exit 3), not after the build and a silent boot.
+        accel = qemu.choose_accel()
         img = self.prepare()
         port = qemu.free_loopback_port()
         started = False
         try:
-            accel = qemu.choose_accel()
             self.progress(f"booting: qemu {accel.name.upper()} ({accel.reason}), {self.cpus} vCPU, {self.memory_mb} MiB,"
                           f" swap {self.swap_mb} MiB, kernel {img.kernel_release}, API on 127.0.0.1:{port}")
             t_boot = time.monotonic()
@@ -288,6 +290,7 @@ class VmCluster(Guest[VmState]):
     def _wait_unit(self, unit: str, deadline: float) -> None:
         last = ""
         while time.monotonic() < deadline:
+            self.watch()
             rc, out, _ = self.guest_exec(["systemctl", "is-active", unit], timeout=60)
             last = out.strip()
             if last == "active":
@@ -309,6 +312,7 @@ class VmCluster(Guest[VmState]):
         seen = 0
         deadline = time.monotonic() + 45 * 60
         while True:
+            self.watch()
             st = self.agent.exec_status(pid)
             rc_log, log, _ = self.guest_exec(["cat", KUBEADM_LOG], timeout=60)
             lines = log.splitlines()
@@ -366,9 +370,7 @@ class VmCluster(Guest[VmState]):
     def _wait_node_ready(self, deadline: float, since: float | None = None) -> None:
         last = "no answer yet"
         while time.monotonic() < deadline:
-            if not self.is_running():
-                raise VmClusterError("the VM is gone (qemu exited) while waiting for the node; console:\n"
-                                     + self.console_tail())
+            self.watch()
             try:
                 n = self.get_node()
                 conds = {c.type: c for c in (n.status.conditions or [])}
@@ -386,6 +388,7 @@ class VmCluster(Guest[VmState]):
     def _wait_default_service_account(self, deadline: float) -> None:
         last = ""
         while time.monotonic() < deadline:
+            self.watch()
             try:
                 self.core().read_namespaced_service_account("default", "default", _request_timeout=30)
                 return
@@ -436,6 +439,7 @@ class VmCluster(Guest[VmState]):
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
+            self.watch()
             try:
                 n = self.get_node()
                 last = n.status.node_info.kubelet_version
@@ -493,6 +497,9 @@ class GuestKubelet(NodeKubelet):
 
     def wait_ready(self, deadline: float) -> None:
         self.vm._wait_node_ready(deadline)
+
+    def check(self) -> None:
+        self.vm.watch()
 
     def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
         super().set_swap_behavior(behavior, timeout)

@@ -36,7 +36,7 @@ class Guest(Generic[S]):
     def __init__(self, state_dir: Path):
         self.state_dir = Path(state_dir)
         self.paths = qemu.VmPaths(self.state_dir)
-        self.agent = qemu.GuestAgent(self.paths.qga)
+        self.agent = qemu.GuestAgent(self.paths.qga, watch=self.watch)
         self.timings: dict[str, float] = {}
         self._starting: IO[str] | None = None
 
@@ -99,10 +99,24 @@ class Guest(Generic[S]):
         return was
 
     # --- the guest -------------------------------------------------------------------------
+    def watch(self) -> None:
+        """Raise ``self.error`` if the guest will not go on: its qemu is gone, or QEMU stopped it
+        (internal-error, guest-panicked, shutdown, io-error; qemu.guest_stopped). The message
+        carries the last console lines and QEMU's log. Every loop that waits on the guest calls
+        it, and the agent client calls it while a reply is slow, so a dead guest fails a wait
+        within seconds instead of at its deadline."""
+        why = qemu.guest_stopped(self.paths)
+        if why:
+            raise self.error(f"{self.what}: {why}")
+
     def guest_exec(self, argv: Sequence[str], *, input: bytes | None = None,
                    timeout: float = 300) -> tuple[int, str, str]:
         """Run a command in the guest via qemu-guest-agent: (exit code, stdout, stderr)."""
-        return self.agent.exec(list(argv), input=input, timeout=timeout)
+        try:
+            return self.agent.exec(list(argv), input=input, timeout=timeout)
+        except (OSError, qemu.AgentError):
+            self.watch()  # a guest that is gone or stopped is the story, not the socket's error
+            raise
 
     def console_tail(self, n: int = 40) -> str:
         with contextlib.suppress(FileNotFoundError):
@@ -111,8 +125,7 @@ class Guest(Generic[S]):
 
     def wait_agent(self, deadline: float) -> None:
         while time.monotonic() < deadline:
-            if not self.is_running():
-                raise self.error("qemu exited during boot; console:\n" + self.console_tail())
+            self.watch()
             if self.agent.ping(timeout=3):
                 return
             time.sleep(1)

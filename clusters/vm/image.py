@@ -342,13 +342,12 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
     qemu.stop_qemu(paths)
     qemu.start_qemu(paths, disk=tmp / "disk.raw", kernel=tmp / "vmlinuz", initrd=tmp / "initrd.img",
                     memory_mb=2048, cpus=2, swap_mb=0, use_overlay=False, name="ksc-bake")
-    agent = qemu.GuestAgent(paths.qga)
+    agent = qemu.GuestAgent(paths.qga, watch=lambda: qemu.check_guest(paths))
     try:
         deadline = time.monotonic() + 1200
         state = "agent not answering"
         while time.monotonic() < deadline:
-            if qemu.read_pid(paths) is None:
-                raise ImageError(f"bake boot: qemu exited; console {paths.console}")
+            qemu.check_guest(paths)  # gone or stopped by QEMU: fail now, not at the deadline
             if agent.ping(3):
                 rc, out, _ = agent.exec(["systemctl", "is-active", "ksc-images.service"], timeout=60)
                 state = out.strip()
@@ -368,6 +367,8 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
         end = time.monotonic() + 180
         while qemu.read_pid(paths) is not None and time.monotonic() < end:
             time.sleep(1)
+    except qemu.GuestStopped as error:
+        raise ImageError(f"bake boot: {error}") from None
     finally:
         qemu.stop_qemu(paths)
     progress(f"image: baked in {time.monotonic() - t0:.0f}s")

@@ -223,10 +223,10 @@ class KindHost(Guest[KindHostState]):
             self.progress("a kind host from an earlier run is still up: stopping it")
             self.down()
         t0 = time.monotonic()
+        accel = qemu.choose_accel()  # first: a forced KVM that runs no guest fails here (see VmCluster._up)
         img = self.prepare()
         docker_port = qemu.free_loopback_port()
         api_ports = {name: qemu.free_loopback_port() for name in cluster_names()}
-        accel = qemu.choose_accel()
         forwards = [(docker_port, DOCKER_PORT), *((p, p) for p in api_ports.values())]
         started = False
         try:
@@ -270,8 +270,7 @@ class KindHost(Guest[KindHostState]):
     def _wait_docker(self, st: KindHostState, deadline: float) -> None:
         last = ""
         while time.monotonic() < deadline:
-            if not self.is_running():
-                raise KindHostError("qemu exited while waiting for Docker; console:\n" + self.console_tail())
+            self.watch()
             try:
                 r = self.docker(st, "info", "--format", "{{.ServerVersion}} cgroup v{{.CgroupVersion}}", timeout=30)
                 if r.returncode == 0:

@@ -8,19 +8,28 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import json
 import os
+import platform
 import random
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
+
+from clusters.cli import NotReady
+
+from .paths import cache_root
 
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 QEMU = "qemu-system-x86_64"
+KVM_DEVICE = "/dev/kvm"
 
 
 class QemuError(RuntimeError):
@@ -29,6 +38,14 @@ class QemuError(RuntimeError):
 
 class AgentError(RuntimeError):
     pass
+
+
+class KvmUnavailable(NotReady):
+    """``KSC_VM_ACCEL=kvm`` on a host where KVM does not run a guest (exit 3, before any build)."""
+
+
+class GuestStopped(QemuError):
+    """The guest will not get anywhere: its qemu is gone, or QEMU stopped its vCPUs for good."""
 
 
 def free_loopback_port() -> int:
@@ -65,34 +82,300 @@ def tcg_tb_mib() -> int:
     return int(text)
 
 
+class QmpError(RuntimeError):
+    pass
+
+
+class Qmp:
+    """A QMP client: one connection, the capabilities handshake, then commands answered in
+    order (asynchronous events in between are skipped). QEMU serves one QMP client at a time:
+    keep a connection only as long as needed."""
+
+    def __init__(self, path: Path, timeout: float = 2):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.buf = bytearray()
+        try:
+            self.sock.settimeout(timeout)
+            self.sock.connect(str(path))
+            if "QMP" not in self._message():
+                raise QmpError("no QMP greeting")
+            self.command("qmp_capabilities")
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _message(self) -> dict:
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise QmpError("QEMU closed the QMP connection")
+            self.buf.extend(chunk)
+        line, _, rest = bytes(self.buf).partition(b"\n")
+        self.buf[:] = rest
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise QmpError(f"not QMP: {line[:80]!r}") from error
+        if not isinstance(msg, dict):
+            raise QmpError(f"not QMP: {line[:80]!r}")
+        return msg
+
+    def command(self, name: str, **arguments: Any) -> Any:
+        cmd: dict[str, Any] = {"execute": name}
+        if arguments:
+            cmd["arguments"] = arguments
+        self.sock.sendall(json.dumps(cmd).encode() + b"\n")
+        while True:
+            msg = self._message()
+            if "error" in msg:
+                raise QmpError(f"{name}: {msg['error']}")
+            if "return" in msg:
+                return msg["return"]
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Qmp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def query_status(qmp: Path, timeout: float = 2) -> str | None:
+    """The VM's run state (``running``, ``paused``, ``internal-error`` ...), or None when QMP
+    does not answer (no socket yet, QEMU gone, or another client holding the monitor)."""
+    try:
+        with Qmp(qmp, timeout) as client:
+            return str(client.command("query-status")["status"])
+    except (OSError, QmpError, KeyError, TypeError):
+        return None
+
+
+# Run states after which the guest runs no more code by itself: QEMU stopped the vCPUs on a
+# KVM error it cannot handle (internal-error), the guest reported a panic (guest-panicked),
+# it shut down (shutdown, seen only for a moment: guests run with -no-reboot, so qemu then
+# exits), or a write to the host's disk failed (io-error: the host disk is full; the guest
+# stays paused until someone frees space and resumes it by hand).
+STOPPED_STATES = ("internal-error", "guest-panicked", "shutdown", "io-error")
+
+
+def qemu_complaint(log: str) -> str:
+    """The line of QEMU's stderr that says what went wrong ("KVM internal error. Suberror: 1;
+    emulation failure", "...: error: failed to set MSR 0x10a to 0x69"), or ""."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if "KVM internal error" in line:
+            detail = next((other for other in lines[i + 1:i + 6] if "failure" in other), "")
+            return f"{line}; {detail}" if detail else line
+    for line in lines:
+        if "error" in line.lower() or "failed" in line.lower():
+            return line[:300]
+    return lines[0][:300] if lines else ""
+
+
+# --- the accelerator ------------------------------------------------------------------------
+# A working /dev/kvm is not shown by QEMU creating a KVM machine: on one host QEMU aborts as
+# soon as a vCPU's registers are written ("failed to set MSR 0x10a"), on another the machine
+# is created, quits cleanly while paused, and then stops at the guest's first instructions
+# ("KVM internal error. Suberror: 1", emulation failure). So the probe runs a guest until it
+# prints its first console line, and watches the run state while it waits.
+PROBE_TIMEOUT = 30.0  # a KVM guest prints its first line in well under a second
+PROBE_VERSION = "1"  # part of the on-disk cache key: bump when the probe changes
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What running a guest under KVM showed: ``ok`` only if it printed a console line while
+    running; ``reason`` says what happened, in words for the user."""
+
+    ok: bool
+    reason: str
+    seconds: float = 0.0
+
+
+def probe_kernel() -> Path | None:
+    """A kernel for the probe guest: the newest cached guest kernel (what the guests boot), or
+    the host's own, if readable; None: the probe boots the firmware alone."""
+    images = cache_root() / "vm" / "images"
+    cached = sorted((d / "vmlinuz" for d in images.glob("*") if (d / ".complete").exists() and (d / "vmlinuz").is_file()),
+                    key=lambda k: k.stat().st_mtime, reverse=True) if images.is_dir() else []
+    host = Path(f"/boot/vmlinuz-{platform.release()}")
+    for kernel in [*cached, host]:
+        if os.access(kernel, os.R_OK):
+            return kernel
+    return None
+
+
+def probe_kvm(qemu: str | None = None, *, kernel: Path | None = None, timeout: float = PROBE_TIMEOUT) -> Probe:
+    """Boot a minimal guest under ``-accel kvm -cpu host`` and wait for its first console line.
+
+    With ``kernel``: that kernel, no disk and no initrd, its console on the serial port
+    (``earlyprintk`` prints "Linux version ..." first). Without: QEMU's firmware alone, whose
+    SeaBIOS prints its banner on the debug port 0x402. Either way the guest has run real code
+    through KVM. ``panic=0`` keeps a kernel that panics later (no root disk) halted and
+    running rather than gone, so the verdict cannot race it. The QEMU process is always ended
+    before this returns."""
+    qemu = qemu or QEMU
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ksc-kvm-probe-") as tmp:
+        console, qmp, log = Path(tmp) / "console", Path(tmp) / "qmp.sock", Path(tmp) / "qemu.log"
+        argv = [qemu, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-smp", "1", "-m", "256",
+                "-nodefaults", "-display", "none", "-vga", "none", "-no-reboot",
+                "-chardev", f"file,id=probe-console,path={console}",
+                "-qmp", f"unix:{qmp},server=on,wait=off"]
+        if kernel is not None:
+            argv += ["-kernel", str(kernel), "-serial", "chardev:probe-console",
+                     "-append", "console=ttyS0 earlyprintk=ttyS0 panic=0 loglevel=4"]
+        else:
+            argv += ["-device", "isa-debugcon,iobase=0x402,chardev=probe-console"]
+        with open(log, "wb") as out:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            except OSError as error:
+                return Probe(False, f"KVM probe: {qemu} does not start ({error.strerror or error})")
+        try:
+            return _watch_probe(proc, console, qmp, log, t0, timeout, "kernel" if kernel else "firmware")
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def _watch_probe(proc: subprocess.Popen, console: Path, qmp_path: Path, log: Path, t0: float, timeout: float,
+                 guest: str) -> Probe:
+    def stopped(what: str) -> Probe:
+        complaint = qemu_complaint(log.read_text(errors="replace"))
+        return Probe(False, f"KVM stops the guest: {what}{f' ({complaint})' if complaint else ''}",
+                     time.monotonic() - t0)
+
+    qmp: Qmp | None = None
+    status: str | None = None
+    try:
+        while True:
+            rc = proc.poll()
+            if rc is not None:
+                return stopped(f"qemu exited ({_exit_text(rc)})")
+            if qmp is None and qmp_path.exists():
+                try:
+                    qmp = Qmp(qmp_path, timeout=2)
+                except (OSError, QmpError):
+                    qmp = None
+            if qmp is not None:
+                try:
+                    status = str(qmp.command("query-status")["status"])
+                except (OSError, QmpError, KeyError, TypeError):
+                    qmp.close()
+                    qmp, status = None, None
+            if status in STOPPED_STATES:
+                return stopped(str(status))
+            line = _first_line(console)
+            if line and status == "running":
+                took = time.monotonic() - t0
+                return Probe(True, f"KVM ran a guest ({guest}) to its first console line in {took:.1f} s", took)
+            if time.monotonic() - t0 > timeout:
+                seen = f"its console printed {line!r} but QMP never said running" if line else "no console output"
+                return Probe(False, f"KVM runs no guest: {seen} within {timeout:.0f} s (run state:"
+                                    f" {status or 'unknown'})", time.monotonic() - t0)
+            time.sleep(0.05)
+    finally:
+        if qmp is not None:
+            qmp.close()
+
+
+def _exit_text(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit {rc}"
+
+
+def _first_line(console: Path) -> str:
+    """The first complete, non-blank console line, or ""."""
+    try:
+        text = console.read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines(keepends=True):
+        if line.endswith(("\n", "\r")) and line.strip():
+            return line.strip()[:120]
+    return ""
+
+
+def _probe_cache_key(qemu: str, kernel: Path | None) -> str | None:
+    """What the probe's answer depends on: this boot of the host, the QEMU binary, KVM_DEVICE
+    (a new device node or new permissions) and the probe guest. None: nothing to key on."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        binary = Path(shutil.which(qemu) or qemu).resolve()
+        b, k = binary.stat(), os.stat(KVM_DEVICE)
+        guest = "firmware" if kernel is None else f"{kernel}:{kernel.stat().st_mtime_ns}"
+    except OSError:
+        return None
+    parts = [PROBE_VERSION, boot, str(binary), str(b.st_mtime_ns), str(b.st_size), str(k.st_ino),
+             str(k.st_ctime_ns), str(os.geteuid()), guest]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def probe_cache_file() -> Path:
+    return cache_root() / "vm" / "kvm-probe.json"
+
+
+def cached_probe(qemu: str | None = None) -> Probe:
+    """probe_kvm's answer, kept on disk for this boot of the host (a CLI call after another
+    does not boot the probe guest again). The cache only saves time: unreadable or unwritable,
+    it is ignored."""
+    qemu = qemu or QEMU
+    kernel = probe_kernel()
+    key = _probe_cache_key(qemu, kernel)
+    path = probe_cache_file()
+    if key:
+        try:
+            saved = json.loads(path.read_text())
+            if saved.get("key") == key:
+                return Probe(bool(saved["ok"]), f"{saved['reason']} (probed earlier this boot; {path})",
+                             float(saved.get("seconds", 0)))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    result = probe_kvm(qemu, kernel=kernel)
+    if key:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"key": key, "ok": result.ok, "reason": result.reason,
+                                       "seconds": round(result.seconds, 2)}) + "\n")
+            tmp.replace(path)
+        except OSError:
+            pass
+    return result
+
+
 @functools.lru_cache(maxsize=1)
 def choose_accel() -> Accel:
-    """KVM when /dev/kvm really works, else TCG; ``KSC_VM_ACCEL=kvm|tcg`` forces a choice.
-
-    A readable /dev/kvm is not enough: on nested hosts that only offer PVM, QEMU aborts on
-    the first vCPU register write ("failed to set MSR 0x10a"). So a paused machine is created
-    and quit through QMP; only if that exits cleanly is KVM used.
-    """
+    """KVM when a guest really runs under it (probe_kvm), else TCG; ``KSC_VM_ACCEL=tcg`` skips
+    the probe, ``KSC_VM_ACCEL=kvm`` makes a KVM that fails it an error (KvmUnavailable), raised
+    by the probe within a minute rather than by a silent guest many minutes later."""
     forced = os.environ.get("KSC_VM_ACCEL", "")
-    if forced in ("kvm", "tcg"):
+    if forced == "tcg":
         return Accel(forced, f"forced by KSC_VM_ACCEL={forced}")
-    if forced:
+    if forced not in ("", "kvm"):
         raise QemuError(f"KSC_VM_ACCEL={forced!r}: use kvm or tcg")
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        why = "missing" if not os.path.exists("/dev/kvm") else "not accessible to this user"
-        return Accel("tcg", f"/dev/kvm {why}: software emulation")
-    argv = [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "64", "-nodefaults",
-            "-display", "none", "-S", "-qmp", "stdio"]
-    qmp = b'{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n'
-    try:
-        probe = subprocess.run(argv, input=qmp, capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return Accel("tcg", f"KVM probe failed ({error}): software emulation")
-    if probe.returncode == 0:
-        return Accel("kvm", "/dev/kvm works")
-    lines = probe.stderr.decode(errors="replace").strip().splitlines()
-    return Accel("tcg", f"/dev/kvm present but KVM fails ({lines[0] if lines else f'exit {probe.returncode}'}):"
-                        " software emulation")
+    if not os.access(KVM_DEVICE, os.R_OK | os.W_OK):
+        why = "missing" if not os.path.exists(KVM_DEVICE) else "not accessible to this user"
+        if forced:
+            raise KvmUnavailable(f"KSC_VM_ACCEL=kvm, but {KVM_DEVICE} is {why}: unset KSC_VM_ACCEL for software"
+                                 " emulation (TCG)")
+        return Accel("tcg", f"{KVM_DEVICE} {why}: software emulation")
+    probe = cached_probe()
+    if forced:
+        if not probe.ok:
+            raise KvmUnavailable(f"KSC_VM_ACCEL=kvm, but {probe.reason}: unset KSC_VM_ACCEL for software"
+                                 " emulation (TCG)")
+        return Accel("kvm", f"forced by KSC_VM_ACCEL=kvm; {probe.reason}")
+    if probe.ok:
+        return Accel("kvm", probe.reason)
+    return Accel("tcg", f"{probe.reason}: software emulation")
 
 
 @dataclass
@@ -137,6 +420,44 @@ def read_pid(paths: VmPaths) -> int | None:
     if b"qemu-system" not in cmdline or str(paths.pidfile).encode() not in cmdline:
         return None
     return pid
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(none)"
+    return "\n".join(lines[-n:]) if lines else "(empty)"
+
+
+def guest_stopped(paths: VmPaths, tail: int = 10) -> str | None:
+    """Why the guest started from ``paths`` will not go on, or None while it may.
+
+    Every loop that waits on a guest asks this, so a guest that QEMU stopped (or that is gone)
+    fails the wait within seconds, with the last console lines and QEMU's log, instead of at
+    the wait's deadline many minutes later. Only positive evidence counts: a QMP monitor that
+    does not answer is not a verdict."""
+    if read_pid(paths) is None:
+        why = "qemu is not running"
+    else:
+        status = query_status(paths.qmp)
+        if status not in STOPPED_STATES:
+            return None
+        why = f"QEMU stopped the guest: {status}"
+    try:
+        complaint = qemu_complaint(paths.qemu_log.read_text(errors="replace"))
+    except OSError:
+        complaint = ""
+    return (f"{why}{f' ({complaint})' if complaint else ''}\n"
+            f"--- console, last {tail} lines ({paths.console}) ---\n{_tail(paths.console, tail)}\n"
+            f"--- qemu log, last {tail} lines ({paths.qemu_log}) ---\n{_tail(paths.qemu_log, tail)}")
+
+
+def check_guest(paths: VmPaths) -> None:
+    """Raise GuestStopped (see guest_stopped) if the guest will not go on."""
+    why = guest_stopped(paths)
+    if why:
+        raise GuestStopped(why)
 
 
 def start_qemu(
@@ -211,14 +532,9 @@ def stop_qemu(paths: VmPaths, timeout: float = 20) -> bool:
         paths.pidfile.unlink(missing_ok=True)
         return False
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(3)
-            s.connect(str(paths.qmp))
-            s.recv(4096)
-            s.sendall(b'{"execute":"qmp_capabilities"}\n')
-            s.recv(4096)
-            s.sendall(b'{"execute":"quit"}\n')
-    except OSError:
+        with Qmp(paths.qmp, timeout=3) as client:
+            client.command("quit")
+    except (OSError, QmpError):  # it may close before it answers; the signals below follow anyway
         pass
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
@@ -255,18 +571,44 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+# How often a slow agent reply makes the agent client ask `watch` whether the guest still runs.
+WATCH_EVERY = 2.0
+
+
 class GuestAgent:
-    """Minimal qemu-guest-agent client over the virtio-serial unix socket."""
+    """Minimal qemu-guest-agent client over the virtio-serial unix socket.
 
-    def __init__(self, sock_path: Path):
+    ``watch`` (e.g. ``lambda: check_guest(paths)``) is called whenever a reply has kept it
+    waiting WATCH_EVERY seconds, and raises if the guest will not answer at all: QEMU keeps
+    the agent's socket open for a guest whose vCPUs it stopped, so without it every call would
+    wait out its whole timeout."""
+
+    def __init__(self, sock_path: Path, watch: Callable[[], None] | None = None):
         self.sock_path = sock_path
+        self.watch = watch
 
-    @staticmethod
-    def _read_msg(s: socket.socket, buf: bytearray) -> dict:
+    def _recv(self, s: socket.socket) -> bytes:
+        timeout = s.gettimeout()
+        if self.watch is None or timeout is None:
+            return s.recv(1 << 16)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                s.settimeout(max(0.01, min(WATCH_EVERY, deadline - time.monotonic())))
+                try:
+                    return s.recv(1 << 16)
+                except TimeoutError:  # socket.timeout
+                    if time.monotonic() >= deadline:
+                        raise
+                    self.watch()
+        finally:
+            s.settimeout(timeout)
+
+    def _read_msg(self, s: socket.socket, buf: bytearray) -> dict:
         """Next JSON message from the agent (0xff delimiters and garbage lines skipped)."""
         while True:
             while b"\n" not in buf:
-                chunk = s.recv(1 << 16)
+                chunk = self._recv(s)
                 if not chunk:
                     raise AgentError("guest agent closed the connection")
                 buf.extend(chunk)
