@@ -357,3 +357,25 @@ def test_the_vm_and_kind_benches_stop_only_the_guest_they_booted(tmp_path: Path,
     fake_vm_cli("down", "--state-dir", str(guest.state_dir))  # stopped by hand, another booted there
     guest.save_state(_guest_state(kind, *fake_vm_cli.start(guest.state_dir)))
     assert not module.started_here(guest, booted)  # the bench's end leaves that one alone
+
+
+def test_the_docs_table_is_the_bench_own(tmp_path: Path) -> None:
+    """--docs writes the run's own table into the page's generated block, and only there."""
+    page = tmp_path / "mutants.md"
+    page.write_text("# Bench\n\nbefore\n<!-- mutants:begin -->\nold table\n<!-- mutants:end -->\nafter\n")
+    outcome = model.Outcome("01-x", "v1.37.1+patch.abc", model.CAUGHT, ["test_a[LimitedSwap]"], passed=3, seconds=120)
+    baseline = model.Outcome("baseline", "v1.37.1", model.SURVIVED, passed=4, seconds=60)
+    model.write_docs(page, model.table([outcome], baseline, "2026-11-27"), "abc123")
+    text = page.read_text()
+    assert "old table" not in text and text.startswith("# Bench\n\nbefore\n") and text.endswith("<!-- mutants:end -->\nafter\n")
+    assert "Suite version `abc123`" in text and "| 01-x | caught | test_a[LimitedSwap] |" in text
+    assert "caught 1/1 mutants, 0 false alarms" in text
+
+
+def test_a_docs_page_without_the_block_is_refused_before_any_run(tmp_path: Path, capsys) -> None:
+    from bench.mutants.__main__ import main
+
+    page = tmp_path / "mutants.md"
+    page.write_text("no block here\n")
+    assert main(["--docs", str(page), "--mutant", "01-limitedswap-uses-limit", "--state-dir", str(tmp_path / "s")]) == 4
+    assert "has no generated block" in capsys.readouterr().err

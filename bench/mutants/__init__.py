@@ -198,3 +198,24 @@ def table(outcomes: list[Outcome], baseline: "Outcome | list[Outcome] | None", d
     lines.append(f"caught {caught}/{len(outcomes)} mutants, {alarms} false alarms"
                  + ("" if baselines else " (no baseline run)"))
     return "\n".join(lines) + "\n"
+
+
+DOCS_BEGIN = "<!-- mutants:begin -->"
+DOCS_END = "<!-- mutants:end -->"
+
+
+def docs_block(path: Path) -> tuple[int, int]:
+    """Where the generated block of a docs page starts and ends; ValueError when it has none."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(DOCS_BEGIN), text.find(DOCS_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path} has no generated block ({DOCS_BEGIN} ... {DOCS_END})")
+    return start, end
+
+
+def write_docs(path: Path, table_text: str, suite: str) -> None:
+    """Replace the page's generated block with this run's table, naming the suite version it ran."""
+    start, end = docs_block(path)
+    text = path.read_text(encoding="utf-8")
+    body = f"{DOCS_BEGIN}\nSuite version `{suite}` (a hash of e2e/, workloads/, conftest.py).\n\n{table_text.rstrip()}\n"
+    path.write_text(text[:start] + body + text[end:], encoding="utf-8")

@@ -9,7 +9,8 @@ by release and patch content), restricted to the tests its header names (``# tes
 the behaviors it names, or the full suite when it names none. Results are kept per patch
 content and suite version under ``<results-dir>/mutants/``: a second run resumes where the
 first stopped and re-runs a mutant only when its patch or the suite changed (or ``--rerun``).
-The table goes to stdout and ``<results-dir>/mutants.md``.
+The table goes to stdout and ``<results-dir>/mutants.md`` (and, with ``--docs docs/mutants.md``, into
+that page's generated block).
 
 A mutant with a ``# base:`` (a prototype, e.g. clusters/prototypes/kep-5359.patch) is built
 as release + base + mutant; its unmodified build is release + base, run as a baseline of its
@@ -41,6 +42,7 @@ from pathlib import Path
 
 from bench import mutants as model
 from clusters.redact import redact
+from clusters.cli import Exit
 from clusters.vm import k8s_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -358,8 +360,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state-dir", type=Path, default=None,
                     help="vm: the state directory of the bench's VMs (default <cache>/bench/vm-run); the bench"
                          " holds it while it runs and stops only a VM it booted there")
+    ap.add_argument("--docs", type=Path, default=None, metavar="FILE",
+                    help="also write the table into FILE's generated block (docs/mutants.md: its results on the"
+                         " current code come from the bench itself, never by hand)")
     ap.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for every run")
     a = ap.parse_args(argv)
+    if a.docs is not None:
+        try:  # a page without the block is refused now, not after hours of runs
+            model.docs_block(a.docs)
+        except (OSError, ValueError) as error:
+            print(f"error: --docs {a.docs}: {error}", file=sys.stderr)
+            return Exit.USAGE
 
     try:
         mutants = model.load(a.patches)
@@ -405,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         shared.down()
     text = model.table(outcomes, baselines, dt.date.today().isoformat())
     (a.results_dir / "mutants.md").write_text(text)
+    if a.docs is not None:
+        model.write_docs(a.docs, text, suite)
     print(text, end="")
     _say(f"bench took {(time.monotonic() - started) / 60:.1f} min; table in {a.results_dir / 'mutants.md'}")
     alarms = any(b.failed or b.errors for b in baselines)
