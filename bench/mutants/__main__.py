@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import fcntl
 import json
 import os
 import shlex
@@ -41,6 +40,7 @@ import time
 from pathlib import Path
 
 from bench import mutants as model
+from clusters import pidlock
 from clusters.redact import redact
 from clusters.cli import Exit
 from clusters.vm import k8s_source
@@ -124,20 +124,11 @@ _HELD: list[object] = []  # the state directories' lock files, open (so locked) 
 def claim(state_dir: Path) -> str | None:
     """Hold ``state_dir`` for this bench until it exits; why not, when another bench holds it or
     a VM this bench did not start runs there."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / "bench.lock", "a+")  # held open: the lock lasts as long as the process
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "?"
-        handle.close()
-        return (f"another bench (pid {holder}) runs its VMs in {state_dir}: wait for it, or give this one another"
-                " --state-dir")
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
+        handle = pidlock.take(state_dir / "bench.lock")
+    except pidlock.Held as held:
+        return (f"another bench (pid {held.holder}) runs its VMs in {state_dir}: wait for it, or give this one"
+                " another --state-dir")
     _HELD.append(handle)
     running = running_vm(state_dir)
     return not_ours(state_dir, running) if running is not None else None

@@ -7,15 +7,14 @@ its job needs (kubeadm and the API for the node; Docker and images for the kind 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, ClassVar, Generic, Sequence, TypeVar
 
+from clusters import pidlock
 from clusters.cli import NotReady
 
 from . import qemu
@@ -48,28 +47,18 @@ class Guest(Generic[S]):
         if self._starting is not None:  # this process holds it already (the CLI, then up())
             yield
             return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        handle = open(self.state_dir / "starting.lock", "a+")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            handle.close()
-            raise AlreadyStarting(f"a {self.what} is already starting (pid {holder}) in {self.state_dir}: wait for it,"
-                                  f" or stop that process{' and run ' + self.stop_command if self.stop_command else ''}"
+            handle = pidlock.take(self.state_dir / "starting.lock")
+        except pidlock.Held as held:
+            raise AlreadyStarting(f"a {self.what} is already starting (pid {held.holder}) in {self.state_dir}: wait for"
+                                  f" it, or stop that process{' and run ' + self.stop_command if self.stop_command else ''}"
                                   ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
         self._starting = handle
         try:
             yield
         finally:
             self._starting = None
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
+            pidlock.release(handle)
 
     # --- state -----------------------------------------------------------------------------
     @property
