@@ -241,6 +241,40 @@ class NodeObserver:
 
         return wait_for(f"pod {namespace}/{name} to run", probe, seconds, lambda: self._state(seen))
 
+    def add_ephemeral_container(self, namespace: str, pod: str, container: dict[str, Any]) -> None:
+        """Add an ephemeral (debug) container to a running pod, as `kubectl debug` does: a JSON
+        patch of its pods/ephemeralcontainers subresource (GA since 1.25)."""
+        CALLS["create ephemeral container"] += 1
+        existing = (self.pod(namespace, pod).get("spec") or {}).get("ephemeralContainers")
+        patch = ({"op": "add", "path": "/spec/ephemeralContainers/-", "value": container} if existing else
+                 {"op": "add", "path": "/spec/ephemeralContainers", "value": [container]})
+        self.core.patch_namespaced_pod_ephemeralcontainers(pod, namespace, [patch], _request_timeout=60)
+
+    def wait_ephemeral_running(self, namespace: str, pod: str, name: str,
+                               seconds: float = POD_START_SECONDS) -> dict[str, Any]:
+        """The pod once its ephemeral container `name` runs (it has a container id); one that ended
+        or cannot start fails at once."""
+        seen: dict[str, Any] = {}
+
+        def status() -> dict[str, Any]:
+            return next((cs for cs in (seen.get("status") or {}).get("ephemeralContainerStatuses") or []
+                         if cs.get("name") == name), {})
+
+        def probe() -> dict[str, Any] | None:
+            seen.clear()
+            seen.update(self.pod(namespace, pod))
+            state = status().get("state") or {}
+            where = f"ephemeral container {namespace}/{pod}/{name}"
+            if "terminated" in state:
+                raise PodFailed(f"{where} ended before the test read it: {state['terminated']}")
+            if (state.get("waiting") or {}).get("reason") in ("ErrImageNeverPull", "CreateContainerConfigError",
+                                                               "CreateContainerError", "InvalidImageName"):
+                raise PodFailed(f"{where} cannot start: {state['waiting']}; events: {self.events(namespace, pod)}")
+            return dict(seen) if "running" in state and status().get("containerID") else None
+
+        return wait_for(f"ephemeral container {namespace}/{pod}/{name} to run", probe, seconds,
+                        lambda: f"{self._state(seen)} {name}={status().get('state') or 'no status yet'}")
+
     def explain(self, namespace: str, name: str) -> str:
         """What a human needs when an assertion about a pod fails: its YAML and its events."""
         try:

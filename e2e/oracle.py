@@ -14,6 +14,10 @@ Every rule cites the kubelet code it models, so a reviewer can check it line by 
 - pkg/kubelet/types/pod_update.go: IsCriticalPod, IsStaticPod, IsMirrorPod;
 - pkg/kubelet/util/swap/swap_util.go, pkg/volume/emptydir: memory-backed volumes and `noswap`;
 - pkg/kubelet/eviction/helpers.go: rankMemoryPressure;
+- pkg/kubelet/kuberuntime/kuberuntime_manager.go: SyncPod (every kind of container, init and
+  ephemeral ones too, is created through startContainer: container_kind), computePodResizeAction
+  (a resize carried out in place or by a restart: resize_outcome); pkg/kubelet/allocation/
+  handlers.go disallowResizeForSwappableContainers (the swap refusal: resize_refused_for_swap);
 - KEP-5359 for WorkloadControlledSwap (not merged upstream yet; semantics from the KEP).
 """
 
@@ -58,6 +62,9 @@ __all__ = [
     "is_critical_pod",
     "defaulted_pod",
     "find_container",
+    "container_kind",
+    "resize_outcome",
+    "ResizeOutcome",
     "quantity_bytes",
     "MemoryBackedVolume",
     "memory_backed_volumes",
@@ -263,15 +270,44 @@ def defaulted_pod(pod: Any, legacy_pod_level_defaulting: bool = False) -> dict[s
     return out
 
 
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
 def find_container(pod: Any, name: str) -> dict[str, Any]:
-    """A container by name among containers, init containers (sidecars included)."""
+    """A container by name among containers, init containers (sidecars included) and ephemeral
+    containers. An ephemeral container is what the kubelet starts: ephemeralContainerStartSpec
+    (klr/kuberuntime_container.go) casts its EphemeralContainerCommon to a v1.Container, which
+    every later step (generateLinuxContainerResources, GetContainerSwapBehavior) reads as it
+    reads any container; the API server refuses resources on one (validation.go
+    validateEphemeralContainers), so it has none."""
     spec = as_manifest(pod).get("spec") or {}
-    for key in ("containers", "initContainers"):
+    for key in _CONTAINER_LISTS:
         for container in spec.get(key) or []:
             if container.get("name") == name:
                 return container
-    known = [c.get("name") for k in ("containers", "initContainers") for c in spec.get(k) or []]
-    raise KeyError(f"pod has no container or init container named {name!r} (it has {known})")
+    known = [c.get("name") for k in _CONTAINER_LISTS for c in spec.get(k) or []]
+    raise KeyError(f"pod has no container, init container or ephemeral container named {name!r} (it has {known})")
+
+
+APP_CONTAINER, INIT_CONTAINER, SIDECAR, EPHEMERAL_CONTAINER = "container", "init container", "sidecar", "ephemeral container"
+
+
+def container_kind(pod: Any, name: str) -> str:
+    """Which of SyncPod's starts creates the container (klr/kuberuntime_manager.go SyncPod, v1.37.1,
+    the same in v1.34.12): `start(ctx, "ephemeral container", ..., ephemeralContainerStartSpec(..))`,
+    `start(ctx, "init container", ..., containerStartSpec(..))` for plain init containers and
+    sidecars (an init container with restartPolicy Always) alike, `start(ctx, "container", ...)`.
+    Every one goes on through startContainer -> generateContainerConfig ->
+    generateLinuxContainerResources -> configureContainerSwapResources: one swap decision
+    (decide_swap) for every kind, on the container's own resources."""
+    spec = as_manifest(pod).get("spec") or {}
+    if any(c.get("name") == name for c in spec.get("ephemeralContainers") or []):
+        return EPHEMERAL_CONTAINER
+    for init in spec.get("initContainers") or []:
+        if init.get("name") == name:
+            return SIDECAR if init.get("restartPolicy") == "Always" else INIT_CONTAINER
+    find_container(pod, name)  # a KeyError naming the pod's containers, for a name it lacks
+    return APP_CONTAINER
 
 
 def _memory(resources: Mapping[str, Any]) -> int:
@@ -563,6 +599,81 @@ def resize_refused_for_swap(behavior: str, allocated: Any, desired: Any, cgroup_
             if any(container_swap_behavior(behavior, pod, old["name"], cgroup_v2) == LIMITED_SWAP for pod in (before, after)):
                 refused.append(old["name"])
     return refused
+
+
+# What a resize the swap rule lets through does to the container (kubelet v1.37.1
+# klr/kuberuntime_manager.go computePodResizeAction, the same in v1.34.12): the kubelet compares the
+# desired resources with the ones it last applied (memory limit and request in bytes, cpu limit and
+# request in millicores); a changed resource whose resizePolicy is RestartContainer kills the
+# container ("Container <name> resize requires restart") and starts it again, a new container
+# created through startContainer with the new resources, so with a fresh swap decision on them
+# (klc configureContainerSwapResources); otherwise UpdateContainerResources, in place, which sends
+# the swap setting again with the new resources (updateContainerResources -> generateContainerResources).
+# The API server allows RestartContainer only in a pod whose restartPolicy is not Never
+# (validation.go validateResizePolicy).
+RESIZE_INFEASIBLE, RESIZE_RESTART, RESIZE_IN_PLACE, RESIZE_NOTHING = "Infeasible", "restart", "in place", "nothing to do"
+
+
+@dataclass(frozen=True)
+class ResizeOutcome:
+    """What the kubelet does with one container of a pod resize, and the memory.swap.max it then has."""
+
+    action: str  # RESIZE_INFEASIBLE, RESIZE_RESTART, RESIZE_IN_PLACE or RESIZE_NOTHING
+    rule: str
+    swap: SwapDecision  # the container's swap afterwards: the desired pod's, unless the resize is refused
+
+    def __str__(self) -> str:
+        return f"{self.action} ({self.rule}); memory.swap.max afterwards {self.swap}"
+
+
+def _millicores(value: Any) -> int:
+    """Quantity.MilliValue(): thousandths, rounded up."""
+    return 0 if value is None else int(math.ceil(_exact(value) * 1000))
+
+
+def _compared_resources(container: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """containerResourcesFromRequirements (container-level only: pod-level resources and their
+    resize, InPlacePodLevelResourcesVerticalScaling, are not modelled here)."""
+    requests, limits = _resources(container)
+    return {("memory", "limit"): _memory(limits), ("memory", "request"): _memory(requests),
+            ("cpu", "limit"): _millicores(limits.get("cpu")), ("cpu", "request"): _millicores(requests.get("cpu"))}
+
+
+def resize_outcome(behavior: str, allocated: Any, desired: Any, container_name: str, node_memory_bytes: int,
+                   node_swap_bytes: int, cgroup_v2: bool = True) -> ResizeOutcome:
+    """One container's fate in a pod resize from `allocated` to `desired` (kubelet v1.37.1 and v1.34.12).
+
+    1. pkg/kubelet/allocation/handlers.go disallowResizeForSwappableContainers (1.36+; in
+       allocation_manager.go in 1.34-1.35, the same body): a memory-request change of a container
+       with swap whose memory resizePolicy is not RestartContainer refuses the pod's whole resize,
+       Infeasible (resize_refused_for_swap); the container keeps its swap.
+    2. klr/kuberuntime_manager.go computePodResizeAction: a changed resource whose resizePolicy is
+       RestartContainer restarts the container; another change is applied in place; none, nothing.
+       Either way the container's swap is then decided on the desired pod: the restarted container
+       is created anew (startContainer, a fresh decision under the kubelet's behavior: C6 of
+       docs/coverage.md), the updated one gets its swap setting sent again (R9).
+    """
+    before, after = defaulted_pod(allocated), defaulted_pod(desired)
+    refused = resize_refused_for_swap(behavior, before, after, cgroup_v2)
+    old, new = find_container(before, container_name), find_container(after, container_name)
+    if refused:
+        return ResizeOutcome(RESIZE_INFEASIBLE, f"disallowResizeForSwappableContainers: a memory-request change of {refused}"
+                             f" with swap and no memory resizePolicy RestartContainer ({RESIZE_SWAP_MESSAGE})",
+                             decide_swap(behavior, before, container_name, node_memory_bytes, node_swap_bytes, cgroup_v2))
+    current, wanted = _compared_resources(old), _compared_resources(new)
+    changed = [key for key in current if current[key] != wanted[key]]
+    swap = decide_swap(behavior, after, container_name, node_memory_bytes, node_swap_bytes, cgroup_v2)
+    if not changed:
+        return ResizeOutcome(RESIZE_NOTHING, "computePodResizeAction: the container's resources are unchanged",
+                             decide_swap(behavior, before, container_name, node_memory_bytes, node_swap_bytes, cgroup_v2))
+    policies = {p.get("resourceName"): p.get("restartPolicy") for p in new.get("resizePolicy") or []}
+    described = ", ".join(f"{name} {kind} {current[(name, kind)]} -> {wanted[(name, kind)]}" for name, kind in changed)
+    restarting = sorted({name for name, _ in changed if policies.get(name) == "RestartContainer"})
+    if restarting:
+        return ResizeOutcome(RESIZE_RESTART, f"computePodResizeAction: {described}; resizePolicy RestartContainer for"
+                             f" {', '.join(restarting)}: the container is restarted and created anew", swap)
+    return ResizeOutcome(RESIZE_IN_PLACE, f"computePodResizeAction: {described}; resizePolicy NotRequired: updated in"
+                         " place, swap sent again with the new resources", swap)
 
 
 def readback_bytes(value: int, page_size: int = PAGE_SIZE) -> int:

@@ -2,6 +2,10 @@
 per node and behavior in the whole run (by whichever test of whichever xdist worker needs them
 first), every container's cgroup files read in one batch by the node agent, then deleted.
 
+Two kinds of container are not there when the pod starts running, and are read otherwise: a
+plain init container has ended by then, so it prints its own cgroup files and its log is kept;
+an ephemeral container is added to a running pod (PodShape.ephemeral) before the batch read.
+
 Shapes with pod-level resources carry their own minimum kubelet version (PodShape.min_kubernetes):
 they are not deployed on an older node."""
 
@@ -21,9 +25,9 @@ from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.alone import burst
 from e2e.nodefiles import CgroupRead
-from e2e.observe import explanation, unique_name
+from e2e.observe import NodeObserver, explanation, unique_name
 from e2e.workspace import Workspace, observer_of
-from workloads.pods import QOS_SHAPES, PodShape, labels
+from workloads.pods import QOS_SHAPES, PodShape, ephemeral_container, labels
 
 CGROUP_FILES = ("memory.swap.max", "memory.max")
 
@@ -40,6 +44,8 @@ class ShapePods:
     dropped: dict[str, str] = field(default_factory=dict)  # shape id -> why the API server changed it
     cgroups: CgroupRead | None = None
     explanations: dict[str, str] = field(default_factory=dict)  # shape id -> the pod and its events
+    printed: dict[str, dict[str, str]] = field(default_factory=dict)  # shape id -> init container -> its log
+    problems: dict[str, str] = field(default_factory=dict)  # "shape id/container" -> why it could not be read
 
     def pod(self, shape: PodShape) -> dict[str, Any]:
         """The shape's pod; a skip where the API server dropped its pod-level resources (the
@@ -49,8 +55,26 @@ class ShapePods:
         return self.pods[shape.id]
 
     def read(self, shape: PodShape, container: str, cgroup_file: str) -> str:
+        self._no_problem(shape, container)
         assert self.cgroups is not None
         return self.cgroups.value(container_id(self.pods[shape.id], container), cgroup_file)
+
+    def printed_value(self, shape: PodShape, container: str, cgroup_file: str) -> str:
+        """A file of its own cgroup as a container that has ended printed it (PRINT_OWN_CGROUP):
+        its log is one `swapstress read-cgroups` document whose part "." is the container's cgroup."""
+        self._no_problem(shape, container)
+        log = self.printed.get(shape.id, {}).get(container)
+        assert log is not None, f"{shape.id}/{container}: its log was not kept"
+        documents = [line for line in log.splitlines() if line.startswith("{")]
+        assert len(documents) == 1, f"{shape.id}/{container}: expected one JSON document in its log, got {log!r}"
+        return CgroupRead.parse(documents[0]).value(".", cgroup_file)
+
+    def _no_problem(self, shape: PodShape, container: str) -> None:
+        """An ephemeral container that could not be added, or an init container's log that could
+        not be read, fails the tests that read it (only those: every other shape check stands)."""
+        problem = self.problems.get(f"{shape.id}/{container}")
+        if problem:
+            raise AssertionError(problem)
 
     def report(self, shape: PodShape) -> str:
         return f"node: {self.node.describe()}\n" + self.explanations.get(shape.id, "")
@@ -59,18 +83,21 @@ class ShapePods:
         """What every xdist worker's tests read (the node is each worker's own)."""
         return {"namespace": self.namespace, "pods": self.pods, "built": self.built, "dropped": self.dropped,
                 "cgroups": dataclasses.asdict(self.cgroups) if self.cgroups else None,
-                "explanations": self.explanations}
+                "explanations": self.explanations, "printed": self.printed, "problems": self.problems}
 
     @classmethod
     def from_json(cls, node: SwapNode, data: dict[str, Any]) -> "ShapePods":
         cgroups = CgroupRead(**data["cgroups"]) if data.get("cgroups") else None
-        return cls(node, data["namespace"], data["pods"], data["built"], data["dropped"], cgroups, data["explanations"])
+        return cls(node, data["namespace"], data["pods"], data["built"], data["dropped"], cgroups, data["explanations"],
+                   data.get("printed", {}), data.get("problems", {}))
 
 
 def container_id(pod: dict[str, Any], container: str) -> str:
-    """The running container's id (sidecars are init containers), as its cgroup directory names it."""
+    """The running container's id (sidecars are init containers; ephemeral containers have
+    statuses of their own), as its cgroup directory names it."""
     status = pod.get("status") or {}
-    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+    for cs in ((status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+               + (status.get("ephemeralContainerStatuses") or [])):
         if cs["name"] == container and cs.get("containerID"):
             return cs["containerID"].rpartition("://")[2]
     raise AssertionError(f"{pod['metadata']['name']}/{container}: no container id in the pod's status")
@@ -109,6 +136,40 @@ def deployed_once(run_dir: Path, node: str, behavior: str, deploy: Callable[[], 
                     f" behavior has the whole error): {str(error)[:500]}", pytrace=False)
 
 
+def add_extras(observer: NodeObserver, namespace: str, image: str, shapes: list[PodShape], deployed: ShapePods) -> list[str]:
+    """What some shapes have beyond their running containers, once their pods run: the log of each
+    init container that printed its own cgroup (kept in `deployed.printed`), and each ephemeral
+    container, added and waited for (the pod as it then is replaces the one in `deployed.pods`).
+    Returns the ephemeral containers' ids, for the one batch read. What goes wrong here is kept
+    in `deployed.problems` and fails only the tests that read that container."""
+    def failed(shape: PodShape, container: str, what: str, error: Exception) -> None:
+        deployed.problems[f"{shape.id}/{container}"] = (f"{shape.id}/{container}: {what} failed: {type(error).__name__}:"
+                                                        f" {str(error)[:500]}")
+
+    for shape in shapes:
+        for name in shape.ephemeral:
+            try:
+                observer.add_ephemeral_container(namespace, shape.id, ephemeral_container(name, image))
+            except Exception as error:  # noqa: BLE001 - kept for the tests that read this container
+                failed(shape, name, "adding the ephemeral container (pods/ephemeralcontainers)", error)
+    ids = []
+    for shape in shapes:
+        for name in shape.ephemeral:
+            if f"{shape.id}/{name}" in deployed.problems:
+                continue
+            try:
+                deployed.pods[shape.id] = observer.wait_ephemeral_running(namespace, shape.id, name)
+                ids.append(container_id(deployed.pods[shape.id], name))
+            except Exception as error:  # noqa: BLE001 - kept for the tests that read this container
+                failed(shape, name, "waiting for the ephemeral container to run", error)
+        for name in shape.printing_init_containers():
+            try:
+                deployed.printed.setdefault(shape.id, {})[name] = observer.log(namespace, shape.id, name)
+            except Exception as error:  # noqa: BLE001 - kept for the tests that read this container
+                failed(shape, name, "reading the init container's log", error)
+    return ids
+
+
 def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
     observer = observer_of(node)
     namespace = observer.create_namespace(unique_name(f"ksc-shapes-{node.behavior.lower()}"), labels("qos-shapes"))
@@ -126,7 +187,8 @@ def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
             if (shape.pod_requests or shape.pod_limits) and not deployed.pods[shape.id]["spec"].get("resources"):
                 deployed.dropped[shape.id] = (f"the API server dropped the pod's spec.resources (PodLevelResources off"
                                               f" there), so {shape.id} cannot be built on {node.name}")
-        ids = [container_id(deployed.pods[s.id], c) for s in supported for c in s.container_names()]
+        extras = add_extras(observer, namespace, image, supported, deployed)
+        ids = [container_id(deployed.pods[s.id], c) for s in supported for c in s.container_names()] + extras
         deployed.cgroups = reader.read_cgroups(ids, CGROUP_FILES)
         events = observer.events_by_object(namespace)
         deployed.explanations = {s.id: explanation(deployed.pods[s.id], events.get(s.id, [])) for s in supported}

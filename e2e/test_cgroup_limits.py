@@ -1,7 +1,9 @@
 """memory.swap.max and memory.max of every container of every pod shape, read from the
 container's cgroup on the node (all containers in one read, by a privileged pod), against the
 oracle for the node's behavior, memory and swap capacity. The shapes' deployment and the one
-read of their cgroups: e2e/shapes.py.
+read of their cgroups: e2e/shapes.py. Two kinds of container are read otherwise, within the same
+deployment: a plain init container, ended before any read, prints its own cgroup files to its
+log; an ephemeral container is added to a running shape's pod and read in the batch.
 
 Shapes with pod-level resources carry their own minimum kubelet version (PodShape.min_kubernetes):
 their tests skip, saying so, on an older node, and they are not deployed there."""
@@ -91,6 +93,69 @@ def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, sha
         inputs = f"limits.memory {limit or 'none'}" + (f", pod-level limits.memory {pod_limit}" if pod_limit else "")
         each.claim(f"memory.max of {container}", oracle.expected_memory_max(pod, container),
                    shape_pods.read(shape, container, "memory.max"), inputs)
+    each.hold(explain=shape_pods.report(shape))
+
+
+INIT_SHAPES = [_shape_param(s) for s in QOS_SHAPES if s.printing_init_containers()]
+EPHEMERAL_SHAPES = [_shape_param(s) for s in QOS_SHAPES if s.ephemeral]
+
+
+@pytest.mark.parametrize("shape", INIT_SHAPES)
+def test_init_container_memory_swap_max(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape,
+                                        record: Recorder) -> None:
+    """Under LimitedSwap a plain init container of a Burstable pod, its memory request below its
+    limit, reads its own request's share of the node's swap as memory.swap.max (0 under any other
+    behavior) and its own limit as memory.max.
+
+    The kubelet creates init containers through the same startContainer path as app containers
+    (oracle.container_kind, klr/kuberuntime_manager.go SyncPod "init container"), so decide_swap
+    decides them alike, on the init container's own request, not the app container's (32Mi
+    against 96Mi in burstable-init-container). It has ended before any reader could see its
+    cgroup, so it prints its own memory.swap.max and memory.max (`swapstress read-cgroups` of
+    /sys/fs/cgroup, its cgroup namespace) and the shapes' deployment keeps its log."""
+    pod = shape_pods.pod(shape)
+    each = Claims(record)
+    for container in shape.printing_init_containers():
+        kind = oracle.container_kind(pod, container)
+        assert kind == oracle.INIT_CONTAINER, (container, kind)  # the design: a plain init container, not a sidecar
+        decision = oracle.decide_swap(
+            swap_node.behavior, pod, container, swap_node.memory_capacity, swap_node.swap_capacity, cgroup_v2=True
+        )
+        each.claim(f"memory.swap.max of {kind} {container}, as it printed it", oracle.readback_swap_max(decision.value),
+                   shape_pods.printed_value(shape, container, "memory.swap.max"), str(decision))
+        limit = (oracle.find_container(pod, container).get("resources", {}).get("limits") or {}).get("memory")
+        each.claim(f"memory.max of {kind} {container}, as it printed it", oracle.expected_memory_max(pod, container),
+                   shape_pods.printed_value(shape, container, "memory.max"), f"limits.memory {limit or 'none'}")
+    each.hold(explain=shape_pods.report(shape))
+
+
+@pytest.mark.parametrize("shape", EPHEMERAL_SHAPES)
+def test_ephemeral_container_gets_no_swap(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape,
+                                          record: Recorder) -> None:
+    """An ephemeral (debug) container added to a running Burstable pod reads memory.swap.max 0 under
+    every behavior, and memory.max `max` (it has no resources, and the pod no pod-level limit).
+
+    The API server refuses resources on an ephemeral container; the kubelet starts it as any
+    container (ephemeralContainerStartSpec -> startContainer), so GetContainerSwapBehavior finds
+    neither a memory request nor a limit: NoSwap, which writes memory.swap.max 0 explicitly
+    (a kubelet that sent no swap setting would leave the runtime's default, `max`); getMemoryLimit
+    gives it the pod-level memory limit where one is set, else none. Under LimitedSwap the pod's
+    app container has a share, read in the same batch: the pod does swap, its debugger may not."""
+    pod = shape_pods.pod(shape)
+    each = Claims(record)
+    for container in shape.ephemeral:
+        kind = oracle.container_kind(pod, container)
+        assert kind == oracle.EPHEMERAL_CONTAINER, (container, kind)  # the design: it was added as one
+        decision = oracle.decide_swap(
+            swap_node.behavior, pod, container, swap_node.memory_capacity, swap_node.swap_capacity, cgroup_v2=True
+        )
+        assert decision.value == 0, decision  # the claim itself, as the oracle models the kubelet
+        each.claim(f"memory.swap.max of {kind} {container}", oracle.readback_swap_max(decision.value),
+                   shape_pods.read(shape, container, "memory.swap.max"), str(decision))
+        each.claim(f"memory.max of {kind} {container}", oracle.expected_memory_max(pod, container),
+                   shape_pods.read(shape, container, "memory.max"),
+                   "no resources of its own (ephemeral container); pod-level limits.memory "
+                   + str(((pod["spec"].get("resources") or {}).get("limits") or {}).get("memory", "none")))
     each.hold(explain=shape_pods.report(shape))
 
 

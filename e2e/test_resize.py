@@ -2,7 +2,8 @@
 (oracle.resize_refused_for_swap cites it): the API server accepts every resize; the kubelet
 refuses a memory-request change of a container with swap, with its condition, message, metric
 and event, and leaves the container's cgroup as it was; the same change of a container without
-swap is carried out."""
+swap is carried out; and of a container with swap whose memory resizePolicy is RestartContainer,
+carried out by restarting it with its new request's share (oracle.resize_outcome)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from e2e import oracle
 from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
-from e2e.observe import wait_for
+from e2e.observe import POD_START_SECONDS, wait_for
 from e2e.sizing import burstable_sizing
 from e2e.wcs import needs_limits_swap_api
 from workloads.pods import GUARANTEED, Mi, STRESS, stress_pod
@@ -159,6 +160,77 @@ def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: Swa
     # in place: the very container, not a re-created one that happens to have the new values
     claim(ws.record, "container kept in place (containerID, restartCount)", started,
           container_identity(ws.observer.pod(ws.namespace, "resized")), inputs, explain=context)
+
+
+# resizePolicy: cpu first, so that a kubelet taking the first policy whatever its resource, or
+# looking the memory policy up under cpu (mutant 39), finds NotRequired and refuses the resize.
+RESTART_ON_MEMORY_RESIZE = [{"resourceName": "cpu", "restartPolicy": "NotRequired"},
+                            {"resourceName": "memory", "restartPolicy": "RestartContainer"}]
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+def test_memory_resize_with_restart_policy_restarts_the_container(swap_node: SwapNode,
+                                                                   workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a memory-request resize of a Burstable container with swap whose memory
+    resizePolicy is RestartContainer is carried out by restarting the container, which reads its new
+    request's share as memory.swap.max.
+
+    The documented way to resize a container with swap (the refusal above exempts it): the
+    kubelet's refusal (oracle.resize_outcome: allocation/handlers.go
+    disallowResizeForSwappableContainers in 1.36+, allocation_manager.go in 1.34-1.35, the same
+    rule) lets it through, computePodResizeAction restarts the container, and the new container
+    gets a fresh swap decision on its new request. Checked: no resize condition (not Infeasible),
+    the allocated request the new one, a new containerID with restartCount one higher, and
+    memory.swap.max the new request's share, a different page count from the old one's."""
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    pod = stress_pod("restarted", ws.image, ws.namespace, ws.test, [STRESS, "pause"], *size.resources())
+    pod["spec"]["restartPolicy"] = "Always"  # the API server refuses RestartContainer in a restartPolicy Never pod
+    pod["spec"]["containers"][0]["resizePolicy"] = RESTART_ON_MEMORY_RESIZE
+    ws.deploy(pod)
+    started = container_identity(ws.running("restarted"))
+    desired = copy.deepcopy(pod)
+    new_request = size.request + STEP  # still below the limit (request + 32 MiB): Burstable with a share
+    desired["spec"]["containers"][0]["resources"]["requests"]["memory"] = str(new_request)
+    memory, swap = swap_node.memory_capacity, swap_node.swap_capacity
+    outcome = oracle.resize_outcome(swap_node.behavior, pod, desired, "stress", memory, swap)
+    old_share = oracle.readback_swap_max(oracle.expected_swap_max(swap_node.behavior, pod, "stress", memory, swap))
+    new_share = oracle.readback_swap_max(outcome.swap.value)
+    inputs = f"{size}, memory request -> {new_request}, resizePolicy {RESTART_ON_MEMORY_RESIZE}: {outcome}"
+    assert outcome.action == oracle.RESIZE_RESTART, inputs  # the design: the oracle restarts it
+    assert old_share != new_share and old_share != "0", inputs  # the design: it has swap, and the share changes
+    claim(ws.record, "memory.swap.max before the resize", old_share, cgroup(ws, "restarted")["memory.swap.max"], inputs,
+          explain=lambda: ws.explain("restarted"))
+
+    generation = resize_memory(ws, "restarted", new_request, None)["metadata"]["generation"]
+    observed = wait_for("the kubelet to restart the container with the new request, or refuse the resize",
+                        lambda: _restarted_or_refused(ws, "restarted", generation, started[0]), POD_START_SECONDS,
+                        lambda: ws.explain("restarted"))
+    context = f"{inputs}\ncondition {resize_condition(observed)}\n" + ws.explain("restarted")
+    claim(ws.record, "resize condition (not Infeasible)", None, resize_condition(observed), inputs, explain=context)
+    claim(ws.record, "allocated memory request", new_request, allocated_request(observed), inputs, explain=context)
+    now = container_identity(observed)
+    claim(ws.record, "restartCount after the resize", started[1] + 1, now[1], inputs, explain=context)
+    claim(ws.record, "containerID after the resize (a new container)", f"not {started[0]}", now[0], inputs,
+          ok=now[0] != started[0], explain=context)
+    claim(ws.record, "cgroup of the restarted container",
+          {"memory.max": oracle.expected_memory_max(desired, "stress"), "memory.swap.max": new_share},
+          cgroup(ws, "restarted"), inputs, explain=context)
+
+
+def _restarted_or_refused(ws: Workspace, name: str, generation: int, old_id: str | None) -> dict[str, Any] | None:
+    """The pod once the kubelet has acted on this generation for good: refused as Infeasible, or
+    carried out with the container restarted (no resize condition, a new container running)."""
+    pod = ws.observer.pod(ws.namespace, name)
+    seen = pod.get("status", {}).get("observedGeneration")  # PodObservedGenerationTracking, on from 1.34
+    if seen is not None and seen < generation:
+        return None
+    condition = resize_condition(pod)
+    if condition is not None:
+        return pod if (condition["type"], condition.get("reason")) == ("PodResizePending", oracle.RESIZE_SWAP_REASON) else None
+    status = pod["status"]["containerStatuses"][0]
+    running = "running" in (status.get("state") or {})
+    return pod if running and status.get("containerID") not in (None, old_id) else None
 
 
 def _decided(ws: Workspace, name: str, generation: int) -> dict[str, Any] | None:

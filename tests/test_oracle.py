@@ -779,3 +779,164 @@ def test_limits_swap_alone_is_best_effort_and_never_defaulted_into_requests() ->
     assert oracle.pod_qos(defaulted) == "BestEffort"
     for behavior, expected in (("WorkloadControlledSwap", 48 * 2**20), ("LimitedSwap", 0), ("NoSwap", 0)):
         assert oracle.expected_swap_max(behavior, pod, "stress", 4 * 2**30, 2 * 2**30) == expected
+
+
+# --- G1: a memory resize with resizePolicy RestartContainer (oracle.resize_outcome) -------------
+
+RESTART_MEMORY = [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]
+
+
+def _with(before: dict, requests: dict, limits: dict | None = None) -> dict:
+    """`before` with the first container's resources replaced (its resizePolicy kept)."""
+    first = dict(before["spec"]["containers"][0], resources={"requests": requests, **({"limits": limits} if limits else {})})
+    return {**before, "spec": {**before["spec"], "containers": [first]}}
+
+
+@pytest.mark.parametrize("behavior, policy, action, swap_of", [
+    # allocation_manager_test.go TestRetryPendingResizesWithSwap's cases (1 CPU/1Gi -> 500m/500Mi), with
+    # what computePodResizeAction then does: the memory policy RestartContainer restarts the container
+    (NO_SWAP, RESTART_MEMORY, oracle.RESIZE_RESTART, None),
+    (LIMITED_SWAP, RESTART_MEMORY, oracle.RESIZE_RESTART, 500 * Mi),
+    (LIMITED_SWAP, [{"resourceName": "memory", "restartPolicy": "NotRequired"}], oracle.RESIZE_INFEASIBLE, Gi),
+    # mutant 39's reading: a RestartContainer policy for cpu does not exempt a memory-request change
+    (LIMITED_SWAP, [{"resourceName": "cpu", "restartPolicy": "RestartContainer"}], oracle.RESIZE_INFEASIBLE, Gi),
+    # the test's policy list: cpu NotRequired first, memory RestartContainer
+    (LIMITED_SWAP, [{"resourceName": "cpu", "restartPolicy": "NotRequired"}, *RESTART_MEMORY], oracle.RESIZE_RESTART,
+     500 * Mi),
+    (NO_SWAP, [], oracle.RESIZE_IN_PLACE, None),
+])
+def test_resize_outcome_kubelet_vectors(behavior: str, policy: list, action: str, swap_of: int | None) -> None:
+    before = pod(container("c", **BURSTABLE, resizePolicy=policy))
+    after = _with(before, {"memory": "500Mi", "cpu": "500m"}, {"memory": "2Gi"})
+    outcome = oracle.resize_outcome(behavior, before, after, "c", MEM, SWAP)
+    assert outcome.action == action, outcome
+    assert outcome.swap.value == (0 if swap_of is None else swap_of * SWAP // MEM)
+    assert (outcome.action == oracle.RESIZE_INFEASIBLE) == bool(oracle.resize_refused_for_swap(behavior, before, after))
+
+
+def test_resize_outcome_says_what_it_does_and_why() -> None:
+    before = pod(container("c", **BURSTABLE, resizePolicy=RESTART_MEMORY))
+    restarted = oracle.resize_outcome(LIMITED_SWAP, before, _with(before, {"memory": "1100Mi", "cpu": "1"}, {"memory": "2Gi"}),
+                                      "c", MEM, SWAP)
+    assert str(restarted).startswith(f"restart (computePodResizeAction: memory request {Gi} -> {1100 * Mi}; resizePolicy"
+                                     " RestartContainer for memory")
+    assert restarted.swap.inputs["memory_request"] == 1100 * Mi and "memory.swap.max afterwards" in str(restarted)
+    refused = oracle.resize_outcome(LIMITED_SWAP, pod(container("c", **BURSTABLE)),
+                                    _with(before, {"memory": "1100Mi", "cpu": "1"}, {"memory": "2Gi"}), "c", MEM, SWAP)
+    assert refused.action == oracle.RESIZE_INFEASIBLE and oracle.RESIZE_SWAP_MESSAGE in refused.rule
+    assert refused.swap.inputs["memory_request"] == Gi  # refused: the container keeps the allocated request's share
+
+
+def test_resize_outcome_of_other_changes() -> None:
+    restart_cpu = [{"resourceName": "cpu", "restartPolicy": "RestartContainer"}]
+    before = pod(container("c", **BURSTABLE, resizePolicy=restart_cpu))
+    # a CPU change under a cpu RestartContainer policy restarts the container; its share is unchanged
+    cpu = oracle.resize_outcome(LIMITED_SWAP, before, _with(before, {"memory": "1Gi", "cpu": "2"}, {"memory": "2Gi"}),
+                                "c", MEM, SWAP)
+    assert (cpu.action, cpu.swap.value) == (oracle.RESIZE_RESTART, Gi * SWAP // MEM)
+    # a memory-limit change with no memory policy: in place (never refused for swap), the share sent again
+    limit = oracle.resize_outcome(LIMITED_SWAP, before, _with(before, {"memory": "1Gi", "cpu": "1"}, {"memory": "3Gi"}),
+                                  "c", MEM, SWAP)
+    assert (limit.action, limit.swap.value) == (oracle.RESIZE_IN_PLACE, Gi * SWAP // MEM)
+    # equal quantities written differently (1 and 1000m CPU, 1Gi and its bytes) are no change
+    same = oracle.resize_outcome(LIMITED_SWAP, before, _with(before, {"memory": str(Gi), "cpu": "1000m"}, {"memory": "2Gi"}),
+                                 "c", MEM, SWAP)
+    assert same.action == oracle.RESIZE_NOTHING
+    # a Guaranteed pod's memory resize under LimitedSwap: in place, no swap before or after
+    g = {"memory": "1Gi", "cpu": "1"}
+    guaranteed = pod(container("c", requests=g, limits=g))
+    grown = _with(guaranteed, {"memory": "2Gi", "cpu": "1"}, {"memory": "2Gi", "cpu": "1"})
+    assert (oracle.resize_outcome(LIMITED_SWAP, guaranteed, grown, "c", MEM, SWAP).action,
+            oracle.resize_outcome(LIMITED_SWAP, guaranteed, grown, "c", MEM, SWAP).swap.value) == (oracle.RESIZE_IN_PLACE, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mem=st.integers(min_value=64 * Mi, max_value=2**40), swap=node_swap, data=st.data())
+def test_a_restarted_container_gets_the_share_of_its_new_request(mem: int, swap: int, data: st.DataObject) -> None:
+    """Any memory-request change of a Burstable container below its limit: with the memory policy
+    RestartContainer it is restarted with the desired pod's share, never refused; without, it is
+    refused and keeps the allocated pod's share."""
+    limit = data.draw(st.integers(min_value=2, max_value=mem))
+    old = data.draw(st.integers(min_value=1, max_value=limit - 1))
+    new = data.draw(st.integers(min_value=1, max_value=limit - 1).filter(lambda r: r != old))
+    for policy, action, request in ((RESTART_MEMORY, oracle.RESIZE_RESTART, new), ([], oracle.RESIZE_INFEASIBLE, old)):
+        before = pod(container("c", {"memory": str(old)}, {"memory": str(limit)}, resizePolicy=policy))
+        outcome = oracle.resize_outcome(LIMITED_SWAP, before, _with(before, {"memory": str(new)}, {"memory": str(limit)}),
+                                        "c", mem, swap)
+        assert outcome.action == action
+        assert outcome.swap.value == limited(burstable(request, limit), mem, swap)
+
+
+# --- G2, G3: every kind of container goes through the one decision (oracle.container_kind) ------
+
+def _every_kind(**spec_extra: Any) -> dict:
+    return pod(container("app", {"memory": "1Gi"}, {"memory": "2Gi"}),
+               init=[container("init", {"memory": "256Mi"}, {"memory": "2Gi"}),
+                     container("sidecar", {"memory": "512Mi"}, {"memory": "2Gi"}, restartPolicy="Always")],
+               ephemeralContainers=[{"name": "debugger", "image": "x", "command": ["/swapstress", "pause"]}],
+               **spec_extra)
+
+
+def test_container_kind_names_the_start_that_creates_it() -> None:
+    p = _every_kind()
+    assert [oracle.container_kind(p, n) for n in ("app", "init", "sidecar", "debugger")] == [
+        oracle.APP_CONTAINER, oracle.INIT_CONTAINER, oracle.SIDECAR, oracle.EPHEMERAL_CONTAINER]
+    with pytest.raises(KeyError, match="ephemeral container named 'nope'.*'debugger'"):
+        oracle.container_kind(p, "nope")
+    assert oracle.find_container(p, "debugger")["command"] == ["/swapstress", "pause"]
+
+
+def test_an_init_container_gets_the_share_of_its_own_request() -> None:
+    """Mutant 40's shape: under LimitedSwap the init container's share is of its own 256Mi, not
+    the app's 1Gi; 0 under NoSwap and, without limits.swap, under WorkloadControlledSwap."""
+    p = _every_kind()
+    assert limited(p, MEM, SWAP, "init") == 256 * Mi * SWAP // MEM == 64 * Mi
+    assert limited(p, MEM, SWAP, "init") != limited(p, MEM, SWAP, "app")
+    for behavior in (NO_SWAP, WORKLOAD_CONTROLLED_SWAP):
+        assert oracle.expected_swap_max(behavior, p, "init", MEM, SWAP) == 0
+    assert oracle.expected_memory_max(p, "init") == str(2 * Gi)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mem=st.integers(min_value=64 * Mi, max_value=2**40), swap=node_swap, data=st.data())
+def test_an_init_container_is_decided_as_an_app_container_with_its_resources(mem: int, swap: int,
+                                                                            data: st.DataObject) -> None:
+    limit = data.draw(st.integers(min_value=1, max_value=mem))
+    request = data.draw(st.integers(min_value=1, max_value=limit))
+    init = container("init", {"memory": str(request)}, {"memory": str(limit)})
+    with_init = pod(container("app", {"memory": "1Mi"}, {"memory": "2Mi"}), init=[init])
+    alone = pod(container("init", {"memory": str(request)}, {"memory": str(limit)}))
+    for behavior in (NO_SWAP, LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP):
+        assert (oracle.expected_swap_max(behavior, with_init, "init", mem, swap)
+                == oracle.expected_swap_max(behavior, alone, "init", mem, swap))
+
+
+@pytest.mark.parametrize("behavior", [NO_SWAP, LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP])
+def test_an_ephemeral_container_gets_no_swap(behavior: str) -> None:
+    """Mutant 41's shape: in a Burstable pod whose app container has a LimitedSwap share, the
+    debug container has no memory request and no limit: NoSwap, 0 written (not left unset)."""
+    p = _every_kind()
+    decision = oracle.decide_swap(behavior, p, "debugger", MEM, SWAP)
+    assert decision.value == 0 and oracle.readback_swap_max(decision.value) == "0"
+    if behavior == LIMITED_SWAP:
+        assert decision.rule.startswith("container has no memory request and no memory limit")
+        assert limited(p, MEM, SWAP, "app") > 0
+    assert oracle.expected_memory_max(p, "debugger") == "max"
+
+
+def test_an_ephemeral_container_gets_the_pod_level_memory_limit() -> None:
+    """getMemoryLimit: a container without a memory limit of its own (an ephemeral one never has
+    one) gets the pod-level memory limit where pod-level resources are set."""
+    p = _every_kind(resources={"requests": {"memory": "2Gi"}, "limits": {"memory": "3Gi"}})
+    assert oracle.expected_memory_max(p, "debugger") == str(3 * Gi)
+    assert oracle.expected_swap_max(LIMITED_SWAP, p, "debugger", MEM, SWAP) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(behavior=st.sampled_from([NO_SWAP, LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP]),
+       request=st.integers(min_value=0, max_value=4 * Gi), extra=st.integers(min_value=0, max_value=4 * Gi),
+       priority=st.sampled_from([None, 0, 2_000_000_000]))
+def test_an_ephemeral_container_never_gets_swap(behavior: str, request: int, extra: int, priority: int | None) -> None:
+    app = container("app", {"memory": str(request)} if request else None, {"memory": str(request + extra)} if extra else None)
+    p = pod(app, ephemeralContainers=[{"name": "debugger", "image": "x"}], priority=priority)
+    assert oracle.expected_swap_max(behavior, p, "debugger", MEM, SWAP) == 0

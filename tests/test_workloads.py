@@ -7,9 +7,12 @@ import pytest
 from e2e import oracle
 from workloads.pods import (
     MEMORY_VOLUME,
+    PRINT_OWN_CGROUP,
     QOS_SHAPES,
+    Box,
     Mi,
     PodShape,
+    ephemeral_container,
     alloc_command,
     guaranteed_swap_pod,
     labels,
@@ -38,7 +41,31 @@ def test_shape_names_only_containers_that_run(shape) -> None:
     assert shape.container_names() == running
     for init in pod["spec"].get("initContainers", []):
         if init.get("restartPolicy") != "Always":
-            assert init["command"] == ["/swapstress", "true"], "a plain init container must finish"
+            assert init["command"] in (["/swapstress", "true"], list(PRINT_OWN_CGROUP)), "a plain init container must finish"
+
+
+def test_the_init_container_shape_prints_its_own_cgroup_and_others_finish_at_once() -> None:
+    """G2: the one plain init container the shapes have prints its own memory.swap.max and
+    memory.max (one read-cgroups document of its cgroup namespace's root), and ends."""
+    printing = {s.id: s.printing_init_containers() for s in QOS_SHAPES if s.printing_init_containers()}
+    assert printing == {"burstable-init-container": ["init"]}
+    (init,) = built(next(s for s in QOS_SHAPES if s.id == "burstable-init-container"))["spec"]["initContainers"]
+    assert init["command"] == ["/swapstress", "read-cgroups", "/sys/fs/cgroup", "memory.swap.max,memory.max", "."]
+    # a plain init container given no command still finishes at once; a sidecar keeps pausing
+    plain = PodShape("p", "Burstable", (Box("app", {"memory": "1Mi"}),), init=(Box("i"), Box("s", restart_policy="Always")))
+    assert [c["command"] for c in built(plain)["spec"]["initContainers"]] == [["/swapstress", "true"],
+                                                                                ["/swapstress", "pause"]]
+
+
+def test_the_ephemeral_container_has_no_resources_and_is_added_to_one_burstable_shape() -> None:
+    """G3: the API server refuses resources on an ephemeral container; the shape that gets one
+    is Burstable with a container that has a LimitedSwap share."""
+    assert {s.id: s.ephemeral for s in QOS_SHAPES if s.ephemeral} == {"burstable-request-below-limit": ("debugger",)}
+    debugger = ephemeral_container("debugger", "img")
+    assert debugger == {"name": "debugger", "image": "img", "imagePullPolicy": "Never", "command": ["/swapstress", "pause"]}
+    shape = next(s for s in QOS_SHAPES if s.ephemeral)
+    assert "ephemeralContainers" not in built(shape)["spec"]  # added once the pod runs, never at creation
+    assert oracle.expected_swap_max("LimitedSwap", built(shape), "app", NODE_MEMORY, NODE_SWAP) > 0
 
 
 def test_limited_swap_shapes_cover_every_rule() -> None:

@@ -14,6 +14,13 @@ SUITE_LABEL = "kube-swap-conformance"
 PART_OF = "app.kubernetes.io/part-of"  # labels(): every pod of the suite carries PART_OF=SUITE_LABEL
 TEST_LABEL = "kube-swap-conformance/test"
 STRESS = "/swapstress"
+# A container's own cgroup, as its cgroup namespace shows it at /sys/fs/cgroup: what a container
+# that ends before the node agent could read it (a plain init container) prints of itself, one
+# `swapstress read-cgroups` JSON document whose part "." is that directory (a file it cannot
+# read is null there, and the command still exits 0: the pod starts whatever it finds).
+OWN_CGROUP = "/sys/fs/cgroup"
+OWN_CGROUP_FILES = ("memory.swap.max", "memory.max")
+PRINT_OWN_CGROUP = (STRESS, "read-cgroups", OWN_CGROUP, ",".join(OWN_CGROUP_FILES), ".")
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,11 @@ class PodShape:
 
     `pod_requests` / `pod_limits` are pod-level resources (spec.resources, PodLevelResources:
     beta and on by default since 1.34); `min_kubernetes` is the oldest kubelet the shape is
-    deployed on (its tests skip, saying so, on older ones)."""
+    deployed on (its tests skip, saying so, on older ones). A plain init container runs
+    `swapstress true` unless its Box names another command that ends (PRINT_OWN_CGROUP: it
+    prints its own cgroup files to its log); `ephemeral` names ephemeral containers added
+    through pods/ephemeralcontainers once the pod runs (not part of the manifest: the API server
+    refuses them at creation)."""
 
     id: str
     qos: str
@@ -87,6 +98,7 @@ class PodShape:
     pod_requests: dict[str, str] = field(default_factory=dict)
     pod_limits: dict[str, str] = field(default_factory=dict)
     min_kubernetes: str | None = None
+    ephemeral: tuple[str, ...] = ()  # ephemeral (debug) containers added once the pod runs (ephemeral_container)
 
     def manifest(self, image: str, namespace: str, test: str,
                  page_edge: PageEdgePick | None = None) -> dict[str, Any]:
@@ -102,7 +114,7 @@ class PodShape:
         if self.init:
             spec["initContainers"] = [c.manifest(image, page_edge) for c in self.init]
             for init in spec["initContainers"]:
-                if "restartPolicy" not in init:  # a plain init container must finish
+                if "restartPolicy" not in init and init["command"] == [STRESS, "pause"]:  # a plain init container must finish
                     init["command"] = [STRESS, "true"]
         if self.pod_requests or self.pod_limits:
             spec["resources"] = {k: dict(v) for k, v in (("requests", self.pod_requests), ("limits", self.pod_limits)) if v}
@@ -119,9 +131,19 @@ class PodShape:
         """Containers whose cgroup can be read while the pod runs (not finished init containers)."""
         return [c.name for c in self.containers] + [c.name for c in self.init if c.restart_policy == "Always"]
 
+    def printing_init_containers(self) -> list[str]:
+        """Plain init containers that print their own cgroup files (PRINT_OWN_CGROUP) to their log."""
+        return [c.name for c in self.init if c.restart_policy is None and c.command == PRINT_OWN_CGROUP]
+
     def sized_on_node(self) -> bool:
         """Whether a request is picked on the node (the manifest needs its memory and swap)."""
         return any(isinstance(v, PageEdge) for box in self.containers + self.init for v in box.requests.values())
+
+
+def ephemeral_container(name: str, image: str) -> dict[str, Any]:
+    """An ephemeral (debug) container that pauses, as `kubectl debug` would add one: no resources
+    (the API server refuses them on an ephemeral container) and no target container."""
+    return {"name": name, "image": image, "imagePullPolicy": "Never", "command": [STRESS, "pause"]}
 
 
 def of_the_suite(pod: dict[str, Any]) -> bool:
@@ -149,7 +171,9 @@ ODD_POD_LEVEL_REQUEST = "150000001"
 
 QOS_SHAPES: tuple[PodShape, ...] = (
     PodShape("best-effort", "BestEffort", (Box("app"),)),
-    PodShape("burstable-request-below-limit", "Burstable", (Box("app", MEM_REQ, MEM_LIM),)),
+    # With an ephemeral (debug) container added once it runs: no resources, so no swap on any
+    # behavior, beside an app container that has a share under LimitedSwap.
+    PodShape("burstable-request-below-limit", "Burstable", (Box("app", MEM_REQ, MEM_LIM),), ephemeral=("debugger",)),
     PodShape("burstable-request-only", "Burstable", (Box("app", MEM_REQ),)),
     PodShape("burstable-limit-only", "Burstable", (Box("app", {}, MEM_LIM),)),
     PodShape("burstable-request-equals-limit", "Burstable", (Box("app", MEM_REQ, {"memory": "64Mi"}),)),
@@ -159,11 +183,13 @@ QOS_SHAPES: tuple[PodShape, ...] = (
         "Burstable",
         (Box("swaps", MEM_REQ, MEM_LIM), Box("equal", MEM_REQ, {"memory": "64Mi"}), Box("bare")),
     ),
+    # The init container ends before any reader could see its cgroup: it prints its own
+    # memory.swap.max and memory.max (its share of its own 32Mi request, not the app's 96Mi).
     PodShape(
         "burstable-init-container",
         "Burstable",
         (Box("app", {"memory": "96Mi"}, MEM_LIM),),
-        init=(Box("init", {"memory": "32Mi"}, MEM_LIM),),
+        init=(Box("init", {"memory": "32Mi"}, MEM_LIM, command=PRINT_OWN_CGROUP),),
     ),
     PodShape(
         "burstable-sidecar",
