@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from clusters import waits
 from clusters.behaviors import UnknownBehaviorError, normalize
 from clusters.provider import SwapNode
 from clusters.redact import redact
@@ -274,7 +275,6 @@ def discover(
     return found
 
 
-AFTER_RESTART_SECONDS = 120.0
 AFTER_RESTART_POLL = 3.0
 
 
@@ -283,7 +283,7 @@ class NotReadyAfterRestart(RuntimeError):
 
 
 def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Callable[[SwapNode], bool], what: str,
-                        seconds: float = AFTER_RESTART_SECONDS) -> SwapNode:
+                        seconds: float | waits.Wait = waits.NODE_READY_AFTER_RESTART) -> SwapNode:
     """The node `wanted` picks, once it is Ready and schedulable after its kubelet restarted.
 
     A restarted kubelet's first node status can say NotReady (its runtime and network checks
@@ -299,10 +299,10 @@ def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Ca
         seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True)
         return next((n for n in seen if wanted(n)), None)
 
-    found = Retrying(stop=stop_after_delay(seconds), wait=wait_fixed(AFTER_RESTART_POLL),
+    found = Retrying(stop=stop_after_delay(waits.bound(seconds)), wait=wait_fixed(AFTER_RESTART_POLL),
                      retry=retry_if_result(lambda n: n is None), retry_error_callback=lambda state: None)(look)
     if found is None:
-        raise NotReadyAfterRestart(f"{what}: not Ready and schedulable {seconds:.0f}s after its kubelet restarted"
+        raise NotReadyAfterRestart(f"{what}: not Ready and schedulable {waits.bound(seconds):.0f}s after its kubelet restarted"
                                    f" (found: {summary(seen)})")
     return found
 

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from clusters import waits
 from clusters import checks, commands, kind_config, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import NotReadyAfterRestart, api_client, discover, kubelet_config, ready_after_restart, summary
@@ -28,8 +29,6 @@ from clusters.vm.nodeimage import BUILD_NOTE_LABEL, FEATURE_GATES_LABEL
 from clusters.shared import get_or_create, record_created
 
 CREATE_WAIT = "5m"
-CREATE_SECONDS = 1800  # kind create as a whole; under emulation kubeadm alone may take 20 minutes
-NODE_READY_SECONDS = 600  # after kind create: workers joining, an emulated API server catching up
 # KEP-5359 targets alpha in 1.38; no released node image implements it before that.
 WORKLOAD_CONTROLLED_SWAP_SINCE = (1, 38)
 
@@ -201,7 +200,9 @@ class KindProvider(Provider):
         if behavior not in nodes:  # not selected when the cluster was made
             raise NotCoveredError(behavior, f"{kind_config.MIXED_CLUSTER} has no {behavior} worker (behaviors of"
                                             f" this run: {', '.join(nodes)})")
-        return SwapNode(**nodes[behavior])
+        # Nodes of a local Docker engine run on this machine's hardware; behind DOCKER_HOST (the kind
+        # host VM, a remote engine) their speed is not known here
+        return dataclasses.replace(SwapNode(**nodes[behavior]), emulated=False if not os.environ.get("DOCKER_HOST") else None)
 
     def _bring_up(self) -> dict[str, Any]:
         cluster = kind_config.MIXED_CLUSTER
@@ -227,7 +228,7 @@ class KindProvider(Provider):
                 argv += ["--image", self.node_image]
             self.progress(f"creating {cluster}: a control plane and a worker for each of {', '.join(behaviors)}"
                           f" (image {self.node_image or 'kind default'})")
-            run_command([self.kind_bin, *argv], CREATE_SECONDS, on_line=lambda line: self.progress(f"{cluster}: {line}"))
+            run_command([self.kind_bin, *argv], waits.bound(waits.KIND_CREATE), on_line=lambda line: self.progress(f"{cluster}: {line}"))
         nodes = {}
         for behavior, node in self._wait_for_nodes(cluster, str(kubeconfig), behaviors).items():
             if node.behavior != behavior:
@@ -259,7 +260,7 @@ class KindProvider(Provider):
         self.progress(f"{cluster}: waiting for a Ready schedulable node for each of {', '.join(behaviors)}")
         seen: list[SwapNode] = []
         labeled: dict[str, str] = {}
-        deadline = time.monotonic() + NODE_READY_SECONDS
+        deadline = time.monotonic() + waits.bound(waits.KIND_NODES_READY)
 
         def every_node() -> dict[str, SwapNode] | None:
             left = max(1.0, deadline - time.monotonic())
@@ -274,14 +275,14 @@ class KindProvider(Provider):
             return found if len(found) == len(behaviors) else None
 
         nodes = Retrying(
-            stop=stop_after_delay(NODE_READY_SECONDS),
+            stop=stop_after_delay(waits.bound(waits.KIND_NODES_READY)),
             wait=wait_fixed(3),
             retry=retry_if_result(lambda found: found is None),
             retry_error_callback=lambda state: None,
         )(every_node)
         if nodes is None:
             raise KindError(
-                f"gave up after {NODE_READY_SECONDS}s waiting for a Ready schedulable node labeled"
+                f"gave up after {waits.bound(waits.KIND_NODES_READY):.0f}s waiting for a Ready schedulable node labeled"
                 f" {kind_config.BEHAVIOR_LABEL} for each of {', '.join(behaviors)} in {cluster}; labeled:"
                 f" {labeled}; Ready and schedulable: {summary(seen)}"
             )

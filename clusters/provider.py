@@ -40,6 +40,9 @@ class SwapNode:
     # what the build is when it is not a Kubernetes release or branch, e.g. "KEP-5359 ... prototype
     # (kep-5359.patch), not upstream Kubernetes": every report and summary line names it
     build_note: str = ""
+    # True under software emulation (TCG), False on hardware or KVM, None where the provider
+    # cannot tell: clusters/waits.py scales its bounds by it
+    emulated: bool | None = field(default=None, compare=False)
 
     def kubelet_at_least(self, version: str) -> bool:
         return version_tuple(self.kubelet_version) >= version_tuple(version)

@@ -139,7 +139,7 @@ class VmProvider(Provider):
         except NotReadyAfterRestart as error:
             raise RuntimeError(str(error)) from None
         note = self.kubernetes.prototype_note if self.kubernetes is not None else ""
-        return replace(node, build_note=note) if note else node
+        return replace(node, build_note=note or node.build_note, emulated=vm.emulated())
 
     def _bring_up(self, behavior: str) -> dict[str, Any]:
         vm = self.vm()

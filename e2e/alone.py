@@ -33,7 +33,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
-WAIT_SECONDS = 3600.0  # the longest test (eviction) takes minutes; an hour means something is stuck
+from clusters import waits
+
 POLL_SECONDS = 0.5
 HOST = "host"
 
@@ -70,10 +71,11 @@ def _hold(files: ExitStack, run_dir: Path, scope: str, exclusive: bool, where: s
 
 @contextmanager
 def turn(run_dir: Path, alone: bool, node: str | None = None, host: bool = False,
-         seconds: float = WAIT_SECONDS) -> Iterator[str | None]:
+         seconds: float | waits.Wait = waits.TURN) -> Iterator[str | None]:
     """Hold this run's locks for one test on `node`: its node's exclusively when `alone`, the
     host's exclusively when `alone` and `host` or when the test names no node, shared
     otherwise. Yields what it holds exclusively: HOST, the node, or None."""
+    seconds = waits.bound(seconds)
     deadline = time.monotonic() + seconds
     whole_host = alone and (host or node is None)
     with ExitStack() as files:
@@ -84,8 +86,9 @@ def turn(run_dir: Path, alone: bool, node: str | None = None, host: bool = False
 
 
 @contextmanager
-def burst(run_dir: Path, seconds: float = WAIT_SECONDS) -> Iterator[None]:
+def burst(run_dir: Path, seconds: float | waits.Wait = waits.TURN) -> Iterator[None]:
     """Hold the run's bursts lock: no other deployment of many pods starts meanwhile."""
+    seconds = waits.bound(seconds)
     deadline = time.monotonic() + seconds
     with open(run_dir / "bursts.lock", "a+") as lock:
         _flock(lock, fcntl.LOCK_EX, "another deployment of many pods to start", deadline, seconds)
@@ -103,9 +106,10 @@ def mark_ended(run_dir: Path, nodeid: str) -> None:
     path.touch()
 
 
-def wait_until_ended(run_dir: Path, nodeids: list[str], seconds: float = WAIT_SECONDS) -> list[str]:
+def wait_until_ended(run_dir: Path, nodeids: list[str], seconds: float | waits.Wait = waits.TURN) -> list[str]:
     """Wait until every test of `nodeids` has ended; those that had not after `seconds` (a
     worker that died with one) are returned, and the caller goes on without them."""
+    seconds = waits.bound(seconds)
     deadline = time.monotonic() + seconds
     while True:
         pending = [n for n in nodeids if not _ended_file(run_dir, n).exists()]

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from clusters import waits
 from e2e import oracle
 from e2e.observe import NodeObserver
 
@@ -286,7 +287,6 @@ def extra_evictions(evictions: Sequence[Eviction], expected: Sequence[str]) -> l
 
 # --- the signal: /stats/summary's node memory against the node's cgroup files ------------------
 
-NODE_SIGNAL_SECONDS = 60  # four of cAdvisor's 10-15 s housekeeping intervals
 # New samples judged before the check ends (it ends sooner on an exact one). More would only wait
 # for an exact window, which a live node may never give (its root cgroup's files move between
 # reads), at tens of seconds a round: a runc exec per round, while the node is held alone.
@@ -421,7 +421,7 @@ class SignalCheck:
 
 
 def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages: int,
-                             seconds: float = NODE_SIGNAL_SECONDS, samples: int = NODE_SIGNAL_SAMPLES) -> SignalCheck:
+                             seconds: float | waits.Wait = waits.NODE_SIGNAL, samples: int = NODE_SIGNAL_SAMPLES) -> SignalCheck:
     """Read the node's root cgroup files and /stats/summary in turn until a new summary sample
     falls between two reads of unchanged files (exact), `samples` new samples have come, or
     `seconds` pass; judge every window.
@@ -451,6 +451,7 @@ def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages
         return dict((json.loads(observer.node_proxy("stats/summary")).get("node") or {}).get("memory") or {})
 
     reads, memories = [read()], []
+    seconds = waits.bound(seconds)
     deadline = time.monotonic() + seconds
     while True:
         memories.append(memory())

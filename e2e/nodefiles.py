@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from clusters import waits
 from workloads.pods import labels
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 
 HOST_CGROUP = "/host-cgroup"
 SCRATCH = "/scratch"  # the reader's own writable directory (the image has no other)
-EXEC_RETRY_SECONDS = 120
 
 
 class Space(Protocol):
@@ -101,7 +101,7 @@ class NodeFiles:
                 errors.append(f"{error.status} {str(error.reason)[-120:]}")
                 return None
 
-        return wait_for(f"`swapstress {' '.join(argv)[:80]}` in {self.ws.namespace}/{self.pod}", attempt, EXEC_RETRY_SECONDS,
+        return wait_for(f"`swapstress {' '.join(argv)[:80]}` in {self.ws.namespace}/{self.pod}", attempt, waits.EXEC_RETRY,
                         lambda: errors[-1] if errors else "")
 
     def read_cgroups(self, parts: Sequence[str], files: Sequence[str], meminfo: bool = False) -> CgroupRead:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from clusters import waits
 from clusters.discovery import RETRIED_STATUSES, api_client, status_message
 from clusters.provider import SwapNode
 
@@ -27,7 +28,6 @@ T = TypeVar("T")
 # (record.CALLS_PROPERTY; bench.junit_times sums them), so a run says what each test cost.
 CALLS: collections.Counter[str] = collections.Counter()
 
-POD_START_SECONDS = 600  # TCG-emulated nodes start containers slowly; kind does it in seconds
 
 
 class WaitTimeout(AssertionError):
@@ -49,10 +49,13 @@ def _overloaded(error: Exception) -> bool:
     return isinstance(error, ApiException) and (error.status == 429 or error.status in RETRIED_STATUSES)
 
 
-def wait_for(what: str, probe: Callable[[], T | None], seconds: float, describe: Callable[[], str] = lambda: "") -> T:
+def wait_for(what: str, probe: Callable[[], T | None], seconds: float | waits.Wait,
+             describe: Callable[[], str] = lambda: "") -> T:
     """Poll `probe` until it returns a value; give up after `seconds` naming `what` and the last state.
     An overloaded API server's answer (5xx, 429) is polled through like "not yet", and is the last
-    state if it lasts to the deadline; every other error ends the wait at once."""
+    state if it lasts to the deadline; every other error ends the wait at once. A Wait from
+    clusters/waits.py is scaled for the node's speed."""
+    seconds = waits.bound(seconds)
     last: list[str] = [""]
 
     def attempt() -> T:
@@ -79,10 +82,7 @@ def wait_for(what: str, probe: Callable[[], T | None], seconds: float, describe:
         raise WaitTimeout(f"gave up after {seconds:.0f}s waiting for {what}; last seen: {last[0] or 'nothing'}") from None
 
 
-CREATE_SECONDS = 120
-
-
-def once(what: str, send: Callable[[], Any], seconds: float = CREATE_SECONDS) -> None:
+def once(what: str, send: Callable[[], Any], seconds: float | waits.Wait = waits.CREATE) -> None:
     """Create an object of the test's own (its name is new to the cluster), resending while an
     overloaded API server answers 5xx or 429 (etcd timed out: the object may or may not have
     been stored). AlreadyExists after such an answer is the earlier attempt having landed;
@@ -220,7 +220,7 @@ class NodeObserver:
                 decided[key] = at
         return decided
 
-    def wait_running(self, namespace: str, name: str, seconds: float = POD_START_SECONDS) -> dict[str, Any]:
+    def wait_running(self, namespace: str, name: str, seconds: float | waits.Wait = waits.POD_START) -> dict[str, Any]:
         """Until every container runs; a pod that failed or cannot start fails at once."""
         seen: dict[str, Any] = {}
 
@@ -251,7 +251,7 @@ class NodeObserver:
         self.core.patch_namespaced_pod_ephemeralcontainers(pod, namespace, [patch], _request_timeout=60)
 
     def wait_ephemeral_running(self, namespace: str, pod: str, name: str,
-                               seconds: float = POD_START_SECONDS) -> dict[str, Any]:
+                               seconds: float | waits.Wait = waits.POD_START) -> dict[str, Any]:
         """The pod once its ephemeral container `name` runs (it has a container id); one that ended
         or cannot start fails at once."""
         seen: dict[str, Any] = {}
@@ -296,7 +296,7 @@ class NodeObserver:
         response = self.core.read_namespaced_pod_log(pod, namespace, container=container, _preload_content=False)
         return response.data.decode(errors="replace")
 
-    def wait_log_line(self, namespace: str, pod: str, container: str, prefix: str, seconds: float = POD_START_SECONDS) -> str:
+    def wait_log_line(self, namespace: str, pod: str, container: str, prefix: str, seconds: float | waits.Wait = waits.POD_START) -> str:
         """Until the container prints a line starting with `prefix`; a container that ended first fails."""
         seen = {"log": "", "state": ""}
 
@@ -323,7 +323,7 @@ class NodeObserver:
         return None
 
     def wait_terminated_or_printed(self, namespace: str, pod: str, container: str, line: str,
-                                   seconds: float = POD_START_SECONDS) -> dict[str, Any] | None:
+                                   seconds: float | waits.Wait = waits.POD_START) -> dict[str, Any] | None:
         """The container's terminated state once it ends, or None as soon as its log has `line`
         (while it still runs): what a container that should have been killed prints when it was not."""
         seen: dict[str, Any] = {}

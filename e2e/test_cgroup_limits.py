@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from clusters import waits
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 from e2e.claims import Claims, claim
@@ -215,7 +216,7 @@ def test_the_swap_share_is_of_the_nodes_capacity_not_its_allocatable(
 
             # What was built, first: the node really reserves the memory (status every 10 s).
             wait_for(f"allocatable memory {want_allocatable} (capacity - systemReserved - evictionHard)", allocatable,
-                     120, lambda: str(ws.observer.node_status()["status"]["allocatable"]))
+                     waits.NODE_STATUS, lambda: str(ws.observer.node_status()["status"]["allocatable"]))
             ws.record.phase("allocatable reserved")
             requests, limits = burstable_sizing(swap_node, headroom=32 * Mi).resources()
             pod = ws.deploy(stress_pod("reserved", ws.image, ws.namespace, ws.test, ["/swapstress", "pause"],

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from clusters import waits
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 from e2e.claims import claim
@@ -45,7 +46,7 @@ from workloads.pods import GUARANTEED, Mi, alloc_command, of_the_suite, stress_p
 
 PRIORITIES = {"low": -10, "high": 10}  # this run's PriorityClasses
 HOG_REQUEST, HOG_LIMIT = 128 * Mi, 256 * Mi  # a swap share of at least 32 MiB on the suite's nodes (hog_allocation)
-WATCH_SECONDS = 900
+WATCH_SECONDS = waits.EVICTION_WATCH
 # evictionSoftGracePeriod: seconds the threshold is met before the first eviction. Until a
 # restarted kubelet has a pod's memory stats it ranks it first (no stats at all) or as within its
 # request (listed, no working set: eviction/helpers.go memoryUsage is 0), so it may evict out of
@@ -56,12 +57,12 @@ WATCH_SECONDS = 900
 # never a false alarm about the order.
 GRACE = 60
 STATS_LEAD = 10  # the eviction manager's monitoring interval: one synchronize with every pod's stats
-FIRST_EVICTION_SECONDS = 240 + GRACE  # the kubelet restarts with the threshold, then synchronizes every 10 s
+FIRST_EVICTION_SECONDS = waits.FIRST_EVICTION  # plus GRACE: the kubelet restarts with the threshold, then synchronizes every 10 s
 POLL_SECONDS = 2
-SETTLE_SECONDS = 180
-TAINT_SECONDS = 60
+SETTLE_SECONDS = waits.STATS_SETTLED
+TAINT_SECONDS = waits.TAINT
 QUIET_SECONDS = 60  # pressure over: no eviction for this long and no MemoryPressure (kept 30 s after the signal clears)
-LEFTOVER_SECONDS = 300  # other tests' pods terminating (namespaces are deleted with grace period 0)
+LEFTOVER_SECONDS = waits.LEFTOVER_PODS  # namespaces are deleted with grace period 0
 
 
 @dataclass(frozen=True)
@@ -301,13 +302,13 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
         with swap_provider.eviction_thresholds(swap_node, {"memory.available": str(plan.threshold)}, f"{GRACE}s"):
             ws.record.phase("threshold live")
             began = time.monotonic()
-            deadline = began + WATCH_SECONDS
+            deadline = began + waits.bound(WATCH_SECONDS)
             # Until the pressure is over (no eviction for QUIET_SECONDS and no MemoryPressure),
             # not until the last expected eviction: a kubelet that does not stop is seen. An
             # eviction the plan does not have fails the test whatever follows: the watch ends
             # there (a kubelet that never stops is not watched for the whole 15 minutes).
             while time.monotonic() < deadline and not watch.over(QUIET_SECONDS):
-                if not watch.evictions and time.monotonic() - began > FIRST_EVICTION_SECONDS:
+                if not watch.evictions and time.monotonic() - began > waits.bound(FIRST_EVICTION_SECONDS) + GRACE:
                     break  # nothing happens: the checks below say so
                 if extra_evictions(watch.evictions, plan.expected):
                     break
@@ -322,7 +323,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
             ws.record.phase("pressure over" if watch.over(QUIET_SECONDS) else "watch ended")
             # The episode can be over in seconds; the node's condition is posted with its status
             # (every 10 s) and the taint follows it: keep looking a little while for both.
-            settle = time.monotonic() + TAINT_SECONDS
+            settle = time.monotonic() + waits.bound(TAINT_SECONDS)
             while not all(watch.pressure_seen()) and time.monotonic() < settle:
                 watch.poll(stats=False)
                 time.sleep(POLL_SECONDS)
@@ -362,7 +363,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     claim(ws.record, "the oracle's evictions that did not happen", [], [k for k in plan.expected if k not in evicted],
           f"expected {plan.expected}", explain=context)
     claim(ws.record, "pressure over after the last expected eviction", True, watch.over(QUIET_SECONDS),
-          f"within {WATCH_SECONDS}s", explain=context)
+          f"within {waits.bound(WATCH_SECONDS):.0f}s", explain=context)
     claim(ws.record, "what evicted pods say", [], watch.problems_with_evicted_pods(),
           "DisruptionTarget/TerminationByKubelet naming memory; Failed: reason Evicted; Succeeded only with exit 0"
           " (kubernetes#120182)", explain=context)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from clusters import waits
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 from e2e.claims import claim
@@ -20,7 +21,6 @@ from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing
 from workloads.pods import Mi, STRESS, stress_pod
 
-EXEC_SECONDS = 120
 EXIT_FILE = "/exit-now"  # in the container's own writable layer: a restarted container starts without it
 
 
@@ -54,7 +54,7 @@ def container(ws: Workspace, name: str) -> Container:
             errors.append(f"{error.status} {str(error.reason)[-80:]}")
             return None
 
-    value = wait_for(f"the kubelet to serve exec in {name}", swap_max, EXEC_SECONDS, lambda: errors[-1] if errors else "")
+    value = wait_for(f"the kubelet to serve exec in {name}", swap_max, waits.KUBELET_EXEC_AFTER_RESTART, lambda: errors[-1] if errors else "")
     return Container(status["containerID"], status["restartCount"], value)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from clusters import waits
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.claims import Claims, claim
@@ -220,7 +221,7 @@ def test_tmpfs_data_survives_a_container_restart(swap_node: SwapNode, workspace:
 
     from e2e.observe import wait_for
 
-    again = wait_for("the container to exit and run again", restarted, 300, lambda: ws.explain("restarts"))
+    again = wait_for("the container to exit and run again", restarted, waits.CONTAINER_RESTART, lambda: ws.explain("restarts"))
     context = f"first container {first_id}\n" + ws.explain("restarts")
     restarts = again["status"]["containerStatuses"][0]["restartCount"]
     claim(ws.record, "restartCount", ">= 1", restarts, "the container exits when told to, restartPolicy Always",

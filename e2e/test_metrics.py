@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from clusters import waits
 from clusters.provider import SwapNode
 from e2e.claims import claim
 from e2e.workspace import Workspace
@@ -39,7 +40,7 @@ from e2e.observe import NodeObserver, wait_for
 from e2e.record import Recorder
 from e2e.sizing import swapping_past_limit
 
-METRIC_SECONDS = 180  # for the metric to appear; the comparisons of usage: WINDOW_SECONDS at a time, until this
+METRIC_SECONDS = waits.METRIC  # for the metric to appear; the comparisons of usage: WINDOW_SECONDS at a time, until this
 # cAdvisor samples each cgroup every 10 s, 15 s while it does not change, each jittered up to twice
 # that: a window of reads long enough for two samples of every level, read often enough that the
 # figure around each of the kubelet's reads is known.
@@ -172,7 +173,7 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
     endpoint's samples and their figures."""
     evidence = {name: SwapEvidence(levels) for name, (_, levels) in endpoints.items()}
     seen: dict[str, list[Reported]] = {name: [] for name in endpoints}
-    deadline = time.monotonic() + METRIC_SECONDS
+    deadline = time.monotonic() + waits.bound(METRIC_SECONDS)
     windows: list[dict[str, list[tuple[int, int | None]]]] = []
     reader = NodeObserver(swapping.ws.node)
     pool = ThreadPoolExecutor(max_workers=1)
@@ -207,7 +208,7 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
         for name, e in sorted(evidence.items(), key=lambda item: item[1].complete()):  # what failed first
             refuted = e.refuted()
             verdict = ("; ".join(refuted) if refuted else "proved" if e.complete() else
-                       f"not every level equals its figure in two distinct samples within {METRIC_SECONDS}s")
+                       f"not every level equals its figure in two distinct samples within {waits.bound(METRIC_SECONDS):.0f}s")
             lines.append(f"{name}: {verdict} ({len(seen[name]) // len(e.levels)} scrapes; times from the first read"
                          f" of the node's files):\n{e.describe(origin)}")
         pytest.fail("\n".join(lines) + f"\nnode: {swapping.ws.node.describe()}", pytrace=False)

@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from clusters import waits
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
-from e2e.observe import POD_START_SECONDS, wait_for
+from e2e.observe import wait_for
 from e2e.sizing import burstable_sizing
 from e2e.wcs import needs_limits_swap_api
 from workloads.pods import GUARANTEED, Mi, STRESS, stress_pod
 
-RESIZE_SECONDS = 180
 STEP = 16 * Mi  # the request grows by this much
 LIMITS_SWAP = 48 * Mi  # KEP-5359: the WorkloadControlledSwap container's own swap
 
@@ -89,7 +89,7 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
     claim(ws.record, "spec after PATCH pods/resize (accepted)", size.request + STEP,
           oracle.quantity_bytes(answered["spec"]["containers"][0]["resources"]["requests"]["memory"]), inputs)
     generation = answered["metadata"]["generation"]
-    observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "swapping", generation), RESIZE_SECONDS,
+    observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "swapping", generation), waits.RESIZE_DECIDED,
                         lambda: ws.explain("swapping"))
     condition = resize_condition(observed) or {}
     context = f"{inputs}\ncondition {condition}\n" + ws.explain("swapping")
@@ -145,7 +145,7 @@ def test_memory_resize_of_a_container_without_swap_is_carried_out(swap_node: Swa
     assert oracle.resize_refused_for_swap(swap_node.behavior, pod, desired) == [], inputs  # the design: allowed
 
     generation = resize_memory(ws, "resized", new_request, new_limit)["metadata"]["generation"]
-    observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "resized", generation), RESIZE_SECONDS,
+    observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "resized", generation), waits.RESIZE_DECIDED,
                         lambda: ws.explain("resized"))
     context = f"{inputs}\ncondition {resize_condition(observed)}\n" + ws.explain("resized")
     claim(ws.record, "resize condition", None, resize_condition(observed), inputs, explain=context)
@@ -204,7 +204,7 @@ def test_memory_resize_with_restart_policy_restarts_the_container(swap_node: Swa
 
     generation = resize_memory(ws, "restarted", new_request, None)["metadata"]["generation"]
     observed = wait_for("the kubelet to restart the container with the new request, or refuse the resize",
-                        lambda: _restarted_or_refused(ws, "restarted", generation, started[0]), POD_START_SECONDS,
+                        lambda: _restarted_or_refused(ws, "restarted", generation, started[0]), waits.POD_START,
                         lambda: ws.explain("restarted"))
     context = f"{inputs}\ncondition {resize_condition(observed)}\n" + ws.explain("restarted")
     claim(ws.record, "resize condition (not Infeasible)", None, resize_condition(observed), inputs, explain=context)

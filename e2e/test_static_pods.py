@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pytest
 import yaml
 
+from clusters import waits
 from clusters.discovery import kubelet_config
 from clusters.behaviors import normalize
 from clusters.provider import SwapNode
@@ -23,12 +24,11 @@ from e2e import oracle
 from e2e.claims import Claims
 from e2e.workspace import Workspace
 from e2e.nodefiles import NodeFiles, NodeToolsUnavailable, StaticPodDir
-from e2e.observe import POD_START_SECONDS, wait_for
+from e2e.observe import wait_for
 from e2e.podfields import (annotations, first_container, is_mirror, pod_name, pod_namespace, priority,
                            running_container_id, status_containers)
 from workloads.pods import of_the_suite, static_pod
 
-MIRROR_GONE_SECONDS = 180  # the kubelet kills the static pod and deletes its mirror pod
 
 
 def swap_max_of_running(ws: Workspace, reader: NodeFiles, namespace: str, pod: str, container: str,
@@ -130,7 +130,7 @@ def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
     try:
         placed = static_dir.place(file)
         wait_for(f"the mirror pod {ws.namespace}/{mirror_name} of {placed}", lambda: _mirror(ws, mirror_name),
-                 POD_START_SECONDS)
+                 waits.MIRROR_POD)
         mirror = ws.running(mirror_name)
         assert is_mirror(mirror), annotations(mirror)
         assert annotations(mirror).get(oracle.CONFIG_SOURCE_ANNOTATION) == "file", annotations(mirror)
@@ -153,4 +153,4 @@ def test_own_static_pod_without_priority_gets_no_swap(swap_node: SwapNode,
                                  f" hand, or the kubelet keeps running its static pod: {error}") from error
         if placed:
             wait_for(f"the mirror pod {ws.namespace}/{mirror_name} to go once {placed} was removed",
-                     lambda: True if _mirror(ws, mirror_name) is None else None, MIRROR_GONE_SECONDS)
+                     lambda: True if _mirror(ws, mirror_name) is None else None, waits.MIRROR_POD)

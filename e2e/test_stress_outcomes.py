@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from clusters import waits
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.claims import claim
@@ -127,7 +128,7 @@ def spike_finished(ws: Workspace, pod: str) -> tuple[str, dict | None]:
             return seen["log"], None
         return None
 
-    return wait_for(f"{ws.namespace}/{pod} to finish its fork-exec round or end", probe, 900,
+    return wait_for(f"{ws.namespace}/{pod} to finish its fork-exec round or end", probe, waits.FORK_EXEC_ROUND,
                     lambda: f"log: {seen['log'][-300:]!r}")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from clusters import waits
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.provider import SwapNode
 from e2e import oracle
@@ -68,7 +69,6 @@ CASES = [
 
 # The kubelet sends the event when it creates the container, before the pod runs; the API
 # server may take a moment to list it (the recorder batches).
-EVENT_WAIT_SECONDS = 60
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -101,7 +101,7 @@ def test_limits_swap_decides_the_containers_swap(swap_node: SwapNode, workspace:
 
     if wants_event:
         events = wait_for(f"the Pod event that limits.swap has no effect on {swap_node.behavior}",
-                          lambda: ignored_events() or None, EVENT_WAIT_SECONDS,
+                          lambda: ignored_events() or None, waits.POD_EVENT,
                           lambda: f"events: {ws.observer.events(ws.namespace, case.id)}")
     else:
         events = ignored_events()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusters import waits
 from clusters.provider import SwapNode
 from e2e.agent import node_agent
 from e2e.alone import burst
@@ -30,7 +31,6 @@ def observer_of(node: SwapNode) -> NodeObserver:
     return _observers[key]
 
 
-SAMPLED_SECONDS = 120  # an exec into the agent, and its next look for new cgroups
 
 
 @dataclass
@@ -96,7 +96,7 @@ class Workspace:
         self.sampled = []
         return found
 
-    def wait_sampled(self, pod: str, container: str = "stress", seconds: float = SAMPLED_SECONDS) -> None:
+    def wait_sampled(self, pod: str, container: str = "stress", seconds: float | waits.Wait = waits.AGENT_SAMPLED) -> None:
         """Until the node agent has a sample of this running container's cgroup (bounded).
         Following a pod is an exec into the agent, 10-40 s on a loaded emulated node: a container
         that runs and dies within that time (an allocation OOM-killed within seconds) is

@@ -80,6 +80,19 @@ class Guest(Generic[S]):
     def is_running(self) -> bool:
         return qemu.read_pid(self.paths) is not None
 
+    def emulated(self) -> bool | None:
+        """Whether the running guest is under TCG, from its QEMU's own command line (a guest
+        another process booted too); None when none runs."""
+        pid = qemu.read_pid(self.paths)
+        if pid is None:
+            return None
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        accel = next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == b"-accel"), b"tcg")
+        return not accel.startswith(b"kvm")
+
     def stop(self) -> bool:
         """Stop qemu (by pidfile), drop the overlay and the state file; True if it was running."""
         was = qemu.stop_qemu(self.paths)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from clusters import behaviors as swap_behaviors
-from clusters import shared
+from clusters import shared, waits
 from clusters.checks import PreflightError
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import record, verdict
@@ -209,6 +209,7 @@ def node_running(request: pytest.FixtureRequest, behavior: str) -> SwapNode:
         pytest.fail(f"no {behavior} node: {type(error).__name__}: {error}", pytrace=False)
     record_coverage(config, behavior, node.describe(), None)
     skip_if_too_old(request, node)
+    waits.use_nodes(node.emulated)  # every bound this process waits with, scaled for its nodes
     return node
 
 

@@ -1,0 +1,81 @@
+"""Every bound the suite puts on a wait for the outside world, in one table, and how it scales
+with the node's speed.
+
+A bound has two parts. `work` is what the node's speed decides (starting containers, execs, a
+kubelet or an API server coming up): it is sized for the slowest node the suite supports, a
+2-vCPU QEMU guest under software emulation (TCG), where a pod takes about 15 s to start and an
+exec about 0.6 s of CPU. `clock` is what timers decide whatever the speed (the kubelet's sync
+and eviction loops, cAdvisor's housekeeping, a grace period): it never shrinks.
+
+On a node that is not emulated (KVM, real hardware, kind on a real Docker host) the work part is
+halved. Emulation costs 10-30x against the host (docs/measurements/cpu.md), so half the emulated
+bound is still several times what a healthy fast node needs; a stuck step there fails in half
+the time. Unknown speed (a provider that cannot tell) keeps the emulated bounds.
+
+Durations that are rules rather than bounds (how long a pod holds its memory, the quiet minute
+that ends an eviction episode, poll intervals) are not waits and stay with the code they define.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NATIVE_WORK_FACTOR = 0.5
+
+_emulated: bool | None = None  # this process's nodes; None until a provider says
+
+
+def use_nodes(emulated: bool | None) -> None:
+    """Say whether this process's nodes are emulated (the node fixture does, per test process)."""
+    global _emulated
+    _emulated = emulated
+
+
+def work_factor() -> float:
+    return NATIVE_WORK_FACTOR if _emulated is False else 1.0
+
+
+@dataclass(frozen=True)
+class Wait:
+    work: float  # seconds on an emulated node; scaled by the node's speed
+    clock: float = 0.0  # seconds timers take on any node
+    what: str = ""
+
+    def seconds(self) -> float:
+        return self.clock + self.work * work_factor()
+
+
+# --- the table -------------------------------------------------------------------------------------
+# pods and containers
+POD_START = Wait(600, what="a pod's containers running: sandbox, image present on the node, start")
+CREATE = Wait(120, what="creating an object while an overloaded API server answers 5xx/429")
+EXEC_RETRY = Wait(120, what="an exec into the node agent through an API server that is busy")
+AGENT_SAMPLED = Wait(120, what="an exec into the agent, and its next look for new cgroups")
+CONTAINER_RESTART = Wait(290, clock=10, what="a container exiting and started again (the kubelet's 10 s back-off)")
+FORK_EXEC_ROUND = Wait(900, what="the fork-exec spike's round, or its end")
+# the kubelet
+KUBELET_EXEC_AFTER_RESTART = Wait(120, what="a restarted kubelet serving exec again")
+NODE_READY_AFTER_RESTART = Wait(100, clock=20, what="a restarted kubelet's node Ready and its /configz live")
+NODE_STATUS = Wait(100, clock=20, what="the node's status after its kubelet was reconfigured (posted every 10 s)")
+RESIZE_DECIDED = Wait(160, clock=20, what="the kubelet deciding an in-place resize (a pod sync)")
+MIRROR_POD = Wait(140, clock=40, what="a static pod's mirror pod appearing or going (the kubelet's 20 s file check)")
+POD_EVENT = Wait(50, clock=10, what="a Pod event the kubelet records when it starts a container")
+# stats and metrics: cAdvisor's housekeeping runs every 10-15 s, jittered up to twice that
+NODE_SIGNAL = Wait(0, clock=60, what="new cAdvisor samples of the node (four housekeeping intervals)")
+METRIC = Wait(120, clock=60, what="a metric or stats figure for a new container")
+STATS_SETTLED = Wait(120, clock=60, what="/stats/summary showing every pod's allocation, and a node sample since")
+# eviction
+LEFTOVER_PODS = Wait(300, what="other tests' pods terminating on the node")
+TAINT = Wait(30, clock=30, what="the MemoryPressure taint after the condition")
+FIRST_EVICTION = Wait(200, clock=40, what="the first eviction after the threshold, past its grace period")
+EVICTION_WATCH = Wait(840, clock=60, what="a whole eviction episode, until pressure is over")
+# under -n, a test's turn
+TURN = Wait(3600, what="a test's turn on its node or the host (the longest test runs minutes)")
+# clusters
+KIND_CREATE = Wait(1800, what="kind create cluster (kubeadm alone may take 20 minutes emulated)")
+KIND_NODES_READY = Wait(600, what="after kind create: workers joining, an API server catching up")
+
+
+def bound(seconds: float | Wait) -> float:
+    """Seconds to wait: a Wait scaled for this process's nodes, or a plain number as it is."""
+    return seconds.seconds() if isinstance(seconds, Wait) else float(seconds)
