@@ -89,7 +89,7 @@ class NodeFiles:
         not exist"): a long-lived reader retries that, bounded."""
         from kubernetes.client.exceptions import ApiException
 
-        from e2e.observe import wait_for
+        from e2e.observe import ExecRefused, wait_for
 
         errors: list[str] = []
         through = observer or self.ws.observer
@@ -99,6 +99,9 @@ class NodeFiles:
                 return through.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv], allowed, seconds).stdout
             except ApiException as error:
                 errors.append(f"{error.status} {str(error.reason)[-120:]}")
+                return None
+            except ExecRefused as error:  # the same refusal, as the stream's status on some releases
+                errors.append(str(error)[-120:])
                 return None
 
         return wait_for(f"`swapstress {' '.join(argv)[:80]}` in {self.ws.namespace}/{self.pod}", attempt, waits.EXEC_RETRY,

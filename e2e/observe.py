@@ -106,6 +106,44 @@ def once(what: str, send: Callable[[], Any], seconds: float | waits.Wait = waits
     wait_for(what, attempt, seconds)
 
 
+class ExecRefused(RuntimeError):
+    """The kubelet answered an exec with a Failure status that is not the command's exit code:
+    it did not run it (right after a kubelet restart: "unable to upgrade connection: pod does not
+    exist", until the kubelet has synced the pod). Callers that may meet a restarting kubelet
+    retry it, bounded, like the API error the same refusal is on other releases."""
+
+
+ERROR_CHANNEL = 3  # the exec stream's status channel (kubernetes.stream.ws_client)
+
+
+def exit_status(client: Any) -> int | None:
+    """The exec's exit status from the stream's status channel: 0 on Success, the ExitCode
+    cause of a NonZeroExitCode, None while the stream is open or when it closed without one.
+    Any other Failure (the kubelet refusing to run the command) is ExecRefused, never a
+    number: the client library's own `returncode` crashes on it (int() of the message)."""
+    if client.is_open():
+        return None
+    raw = client.read_channel(ERROR_CHANNEL)
+    if not raw:
+        return None
+    try:
+        status = json.loads(raw)
+    except ValueError:
+        status = None
+    if not isinstance(status, dict):
+        raise ExecRefused(f"the exec's status is not a Status object: {raw[:200]!r}")
+    if status.get("status") == "Success":
+        return 0
+    causes = (status.get("details") or {}).get("causes") or []
+    for cause in causes if isinstance(causes, list) else []:
+        if isinstance(cause, dict) and cause.get("reason") == "ExitCode":
+            try:
+                return int(cause.get("message"))
+            except (TypeError, ValueError):
+                break
+    raise ExecRefused(str(status.get("message") or raw[:200]))
+
+
 @dataclass
 class ExecResult:
     stdout: str
@@ -363,8 +401,10 @@ class NodeObserver:
         )
         client.run_forever(timeout=seconds)
         stdout, stderr = client.read_stdout(), client.read_stderr()
-        code = client.returncode
-        client.close()
+        try:
+            code = exit_status(client)
+        finally:
+            client.close()
         where = f"`{' '.join(argv)}` in {namespace}/{pod}/{container}"
         if code is None:  # the stream ended without the exit status: nothing proves it ran
             raise AssertionError(f"{where}: no exit status arrived within {seconds:g} s (stdout {stdout[:200]!r},"
