@@ -19,14 +19,16 @@ import yaml
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from clusters import waits
-from clusters import checks, commands, kind_config, preflight
+from clusters import checks, commands, hostpackages, kind_autohost, kind_config, kind_install, preflight
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
+from clusters.checks import Check
 from clusters.discovery import NotReadyAfterRestart, api_client, discover, kubelet_config, ready_after_restart, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from clusters.vm.nodeimage import BUILD_NOTE_LABEL, FEATURE_GATES_LABEL
 from clusters.shared import get_or_create, record_created
+from workloads.cache import cache_root
 
 CREATE_WAIT = "5m"
 # KEP-5359 targets alpha in 1.38; no released node image implements it before that.
@@ -106,11 +108,16 @@ class KindProvider(Provider):
 
     def __init__(self, kind_bin: str, node_image: str | None, shared_root: Path, reuse: bool,
                  api_ports: dict[str, int] | None = None, config_patch: Path | None = None,
-                 progress: Progress | None = None, behaviors: Sequence[str] = ALL_BEHAVIORS):
+                 progress: Progress | None = None, behaviors: Sequence[str] = ALL_BEHAVIORS,
+                 install_packages: bool = False, kind_host: kind_autohost.KindHostControl | None = None):
         self.progress: Progress = progress or (lambda message: None)
         self.behaviors = [b for b in ALL_BEHAVIORS if b in behaviors]
         self.kind_bin = kind_bin
         self.node_image = node_image
+        self.node_image_given = node_image is not None
+        self.install_packages = install_packages  # --install-host-packages
+        # the kind host VM the preflight may start (clusters/kind_autohost.py); a stand-in in self-tests
+        self.kind_host: kind_autohost.KindHostControl = kind_host or kind_autohost.KindHostVm()
         self.shared_root = shared_root
         self.workdir = shared_root / "kind"
         self.reuse = reuse
@@ -156,11 +163,95 @@ class KindProvider(Provider):
     def _covered(self) -> list[str]:
         return [b for b in self.behaviors if self._why_not(b) is None]
 
-    def preflight(self, behaviors: Sequence[str]) -> None:
+    def preflight(self, behaviors: Sequence[str]) -> dict[str, Any] | None:
+        """The host's checks, in the process that owns the run. First, unless KSC_KIND_AUTO=off:
+        kind installed with Go where the default --kind-bin finds none good enough, and the kind
+        host VM started where the local Docker cannot run swap-enabled nodes. What that decided
+        (the kind binary, the kind host's variables) is returned for every process (adopt)."""
+        decided: dict[str, Any] = {}
+        extra: list[Check] = []
+        kind_check: Check | None = None
+        if kind_autohost.auto_enabled():
+            kind_bin, kind_check = kind_install.resolve(self.kind_bin, kind_config.image_version(self.node_image),
+                                                        self.progress, cache_root())
+            if kind_check is None and kind_bin != self.kind_bin:
+                self.kind_bin = decided["kind_bin"] = kind_bin
+            # Not before kind is there: a run that fails on kind anyway boots nothing.
+            if kind_check is None and not os.environ.get("DOCKER_HOST"):
+                extra = self._kind_host_for_the_run(decided)
         covered = [b for b in behaviors if self._why_not(b) is None]
-        checks.require(preflight.kind_host_checks(
+        found = preflight.kind_host_checks(
             self.kind_bin, kind_config.image_version(self.node_image), [kind_config.MIXED_CLUSTER], self.node_image,
-            self.api_ports, nodes=1 + len(covered)))
+            self.api_ports, nodes=1 + len(covered))
+        if kind_check is not None:  # says why kind could not be installed either
+            found = [kind_check if c.name == "kind" else c for c in found]
+        checks.require([*found, *extra])
+        return {"kind": decided} if decided else None
+
+    def adopt(self, decided: dict[str, Any]) -> None:
+        """What the preflight decided, taken up by every process of the run: an xdist worker
+        started before the kind host, so its environment has none of its variables."""
+        kind = decided.get("kind") or {}
+        if kind.get("kind_bin"):
+            self.kind_bin = kind["kind_bin"]
+        if kind.get("env"):
+            self._use_kind_host(kind["env"])
+
+    def _kind_host_for_the_run(self, decided: dict[str, Any]) -> list[Check]:
+        """The kind host VM where the local Docker cannot run swap-enabled kind nodes: one
+        already up is used, else one is started (and recorded, so the run's teardown stops it);
+        failing checks when this machine cannot start it."""
+        local = kind_autohost.local_docker()
+        if local.capable:
+            return []
+        why = f"the local Docker cannot run swap-enabled kind nodes ({', '.join(local.reasons)})"
+        up = self.kind_host.running()
+        if up is not None:
+            self.progress(f"{why}: using the kind host VM that is already up ({up.what}); the run leaves it running")
+        else:
+            image = self.node_image if self.node_image_given else None
+            lacking = hostpackages.checked(lambda: self.kind_host.missing(image), self.install_packages, self.progress)
+            if lacking:
+                names = ", ".join(c.name for c in lacking)
+                return [Check("kind host VM", False, f"{why}, and this machine cannot start the kind host VM that"
+                              f" would: {names} (below)", "fix those; the run then starts the kind host VM itself"
+                              " (or bring up a Docker host with cgroup v2 and swap, and set DOCKER_HOST)"), *lacking]
+            self.progress(f"{why}: starting the kind host VM ({kind_autohost.HOW_LONG})")
+            try:
+                up = self.kind_host.start(image, lambda message: self.progress(f"kind host: {message}"),
+                                          self._record_kind_host)
+            except Exception as error:  # noqa: BLE001 - a build or a boot that failed: one preflight line
+                return [Check("kind host VM", False, f"{why}, and starting the kind host VM failed:"
+                              f" {type(error).__name__}: {error}",
+                              "python -m clusters.vm kind-host up (the same steps, with their full output)")]
+            self.progress(f"kind host VM up ({up.what})" + ("" if up.started else "; the run leaves it running"))
+        self._use_kind_host(up.env)
+        decided["env"] = up.env
+        return []
+
+    def _record_kind_host(self) -> None:
+        # before it boots: a run interrupted while it boots stops it in its teardown
+        record_created(self.shared_root, {"provider": self.name, "cluster": "kind host VM", "kind_host": True,
+                                          "kept": "kept the kind host VM this run started (--keep-clusters):"
+                                                  f" {self.kind_host.hint()}"})
+
+    def _use_kind_host(self, env: dict[str, str]) -> None:
+        """The kind host's variables, as `eval "$(python -m clusters.vm kind-host up)"` would have
+        set them: the Docker host, its API server ports, its node image unless --node-image, its
+        host profile (under emulation) unless --kind-config-patch."""
+        from clusters.vm.kindhost import CONFIG_PATCH_ENV
+
+        env = dict(env)
+        patch = env.pop(CONFIG_PATCH_ENV, None)
+        if patch and self.config_patch is None:
+            self.config_patch = Path(patch)
+            self.patch = kind_config.load_patch(self.config_patch)
+            env[CONFIG_PATCH_ENV] = patch
+        os.environ.update(env)
+        self.api_ports = api_ports_from_env()
+        if not self.node_image_given and env.get(kind_autohost.NODE_IMAGE_ENV):
+            self.node_image = env[kind_autohost.NODE_IMAGE_ENV]
+        self._labels = None  # asked of the local Docker before, if at all
 
     # --- the cluster ----------------------------------------------------------------------------
 
@@ -317,7 +408,7 @@ class KindProvider(Provider):
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         messages = []
         for entry in created:
-            if entry.get("provider") != self.name:
+            if entry.get("provider") != self.name or entry.get("kind_host"):
                 continue
             kind = entry.get("kind_bin") or self.kind_bin
             self.progress(f"deleting {entry['cluster']}")
@@ -325,6 +416,17 @@ class KindProvider(Provider):
                 messages.append(delete_cluster(kind, entry["cluster"]))
             except KindError as error:
                 messages.append(f"FAILED to delete kind cluster {entry['cluster']}: {error}")
+        # Last: the clusters above live in it (stopping it takes whatever could not be deleted too).
+        if any(entry.get("provider") == self.name and entry.get("kind_host") for entry in created):
+            self.progress("stopping the kind host VM this run started")
+            try:
+                was = self.kind_host.stop()
+            except Exception as error:  # noqa: BLE001 - said, with how to stop it by hand
+                messages.append(f"FAILED to stop the kind host VM this run started: {type(error).__name__}: {error};"
+                                f" {self.kind_host.hint()}")
+            else:
+                messages.append("stopped the kind host VM this run started" if was else
+                                "the kind host VM this run started was not running any more")
         return messages
 
 

@@ -110,8 +110,13 @@ class Provider(ABC):
         for one test."""
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot restart a kubelet for one test")
 
-    def preflight(self, behaviors: Sequence[str]) -> None:
-        """Raise clusters.checks.PreflightError listing every missing prerequisite."""
+    def preflight(self, behaviors: Sequence[str]) -> dict[str, Any] | None:
+        """Raise clusters.checks.PreflightError listing every missing prerequisite. It runs once,
+        in one process of the run; what it returns (JSON) every process is given (adopt)."""
+
+    def adopt(self, decided: dict[str, Any]) -> None:
+        """What the run's preflight decided and returned (the kind provider's kind host, say),
+        taken up by this process before it creates or reaches anything."""
 
     def prepare(self, behaviors: Sequence[str]) -> None:
         """Once per run, before the first test: create what the behaviors need up front, if the

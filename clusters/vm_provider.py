@@ -35,8 +35,9 @@ class VmProvider(Provider):
 
     def __init__(self, shared_root: Path, *, k8s_version: str | None, kernel: str, memory_mb: int, swap_mb: int,
                  reuse: bool, state_dir: Path | None = None, progress: Progress | None = None,
-                 kubernetes: Any = None):
+                 kubernetes: Any = None, install_packages: bool = False):
         self.progress = progress
+        self.install_packages = install_packages  # --install-host-packages
         self.shared_root = shared_root
         self.options: dict[str, Any] = {"kernel": kernel, "memory_mb": memory_mb, "swap_mb": swap_mb}
         if k8s_version:
@@ -62,6 +63,7 @@ class VmProvider(Provider):
             reuse=config.getoption("reuse_clusters"),
             state_dir=config.getoption("vm_state_dir"),
             progress=progress,
+            install_packages=config.getoption("install_host_packages"),
         )
 
     def vm(self) -> Any:
@@ -81,13 +83,16 @@ class VmProvider(Provider):
         return {b: reason if b == WORKLOAD_CONTROLLED_SWAP else None for b in behaviors}
 
     def preflight(self, behaviors: Sequence[str]) -> None:
+        from clusters import hostpackages
         from clusters.preflight import check_cache_dir
         from clusters.vm import hostcheck
 
         cache = check_cache_dir()
         checks = [cache]
         if cache.ok:  # the same checks as `python -m clusters.vm up`: tools, Go for what is not built yet
-            checks += hostcheck.checks(self.vm().kubernetes, root=self.vm().cache_dir, guest_image=True, boot=True)
+            checks += hostpackages.checked(
+                lambda: hostcheck.checks(self.vm().kubernetes, root=self.vm().cache_dir, guest_image=True, boot=True),
+                self.install_packages, self.progress or (lambda message: None))
         if all(c.ok for c in checks):  # QEMU is there: KSC_VM_ACCEL=kvm on a KVM that runs no guest fails here
             from clusters.vm import qemu
 

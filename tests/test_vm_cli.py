@@ -86,14 +86,18 @@ def test_missing_host_tools_are_one_preflight_message_before_anything_is_built(e
     output = done.stdout + done.stderr
     assert done.returncode == cli.Exit.PREFLIGHT and "Traceback" not in output, output
     assert output.count("preflight failed (") == 1, output
-    for line in ("[FAIL] qemu-system-x86_64: not on PATH (boots the guest)", "fix: apt-get install qemu-system-x86",
-                 "[FAIL] qemu-img: not on PATH", "fix: apt-get install qemu-utils",
-                 "[FAIL] debootstrap: not on PATH", "fix: apt-get install debootstrap",
-                 "[FAIL] mkfs.ext4: not on PATH", "fix: apt-get install e2fsprogs",
+    for line in ("[FAIL] qemu-system-x86_64: not on PATH (boots the guest)", "fix: install qemu-system-x86 (the apt-get",
+                 "[FAIL] qemu-img: not on PATH", "fix: install qemu-utils (the apt-get line below)",
+                 "[FAIL] debootstrap: not on PATH", "fix: install debootstrap (the apt-get line below)",
+                 "[FAIL] mkfs.ext4: not on PATH", "fix: install e2fsprogs (the apt-get line below)",
                  "[FAIL] go: not on PATH (builds kubernetes, containerd, runc, cni-plugins (not in the cache yet))",
                  "[FAIL] gcc: not on PATH (runc is built with cgo)",
                  f"[FAIL] Go module proxy: the Go module proxy {DEAD_PROXY} cannot be reached"):
         assert line in output, output
+    # every missing package in one line, none elsewhere
+    assert output.count("apt-get install") == 1, output
+    assert ("missing packages, in one line (as root): apt-get install -y qemu-system-x86 qemu-utils debootstrap"
+            " e2fsprogs gcc (or run again with --install-host-packages)") in output, output
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == ["starting.lock"], "up started something"
     assert not (tmp_path / "cache" / "bin").exists() and not (tmp_path / "cache" / "vm").exists()
 
@@ -151,7 +155,7 @@ def test_libseccomp_missing_is_named_with_its_package(tmp_path: Path, monkeypatc
     found = {c.name: c for c in hostcheck.checks(source, root=tmp_path / "cache", guest_image=False, boot=False,
                                                  which=no_pkg_config, run=go_1_26)}
     assert not found["libseccomp"].ok
-    assert found["libseccomp"].remedy == "apt-get install libseccomp-dev pkg-config"
+    assert found["libseccomp"].packages == ("libseccomp-dev", "pkg-config")
     assert found["go"].ok and found["go"].detail == "go 1.26.1 (Kubernetes v1.38.0 needs 1.26.0)"
     assert found["gcc"].ok
 

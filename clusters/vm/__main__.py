@@ -7,7 +7,7 @@
     python -m clusters.vm exec -- cat /proc/swaps
     python -m clusters.vm down
     python -m clusters.vm build [--k8s-version v1.37.1] [--kernel 6.12]   # caches only
-    ... up|build|node-image|kind-host up [--k8s-patch FILE ...] [--k8s-source DIR]
+    ... up|build|node-image|kind-host up [--k8s-patch FILE ...] [--k8s-source DIR] [--install-host-packages]
     python -m clusters.vm swap-kubelet --k8s-patch FILE   # that build's kubelet on the running node
 
     python -m clusters.vm node-image [--k8s-version v1.37.1]   # the local kind node image
@@ -76,6 +76,10 @@ def _common() -> argparse.ArgumentParser:
 
 def _add_source_args(s: argparse.ArgumentParser, version_help: str = "k8s.io/kubernetes release on the Go proxy,"
                                                                      " or 'latest'") -> None:
+    # every command that takes a source builds or boots, so it checks host packages too
+    s.add_argument("--install-host-packages", action="store_true",
+                   help="install the Debian packages the preflight finds missing (apt-get update, then apt-get"
+                        " install -y; root, Debian hosts only) before checking again")
     s.add_argument("--k8s-version", type=k8s_version, default=_build.DEFAULT_K8S_VERSION, help=version_help)
     s.add_argument("--k8s-patch", action="append", default=[], type=Path, metavar="FILE",
                    help="apply this git-diff patch to the release's source before building (repeatable)")
@@ -158,20 +162,37 @@ def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
 
 
 def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image: bool, boot: bool,
-               binaries: bool = True) -> None:
+               binaries: bool = True, install: bool = False) -> None:
     """The host's tools, all at once, before anything is built or booted (exit 3); first a bad
-    $KSC_DEBIAN_MIRROR, a usage error (exit 4)."""
+    $KSC_DEBIAN_MIRROR, a usage error (exit 4); with ``install`` (--install-host-packages) the
+    missing Debian packages installed first."""
+    from clusters import hostpackages
     from clusters.checks import require
 
     from . import hostcheck, image
+    from .progress import stderr_progress
 
     if guest_image:
         image.mirror()
-    require(hostcheck.checks(kubernetes, root=cache, guest_image=guest_image, boot=boot, binaries=binaries))
+    require(hostpackages.checked(
+        lambda: hostcheck.checks(kubernetes, root=cache, guest_image=guest_image, boot=boot, binaries=binaries),
+        install, stderr_progress("host")))
     if boot:  # the accelerator too: KSC_VM_ACCEL=kvm on a host whose KVM runs no guest is exit 3, before any build
         from . import qemu
 
         qemu.choose_accel()
+
+
+def _install(a: argparse.Namespace) -> bool:
+    """--install-host-packages, refused (a usage error) where apt-get cannot run it."""
+    if not getattr(a, "install_host_packages", False):
+        return False
+    from clusters import hostpackages
+
+    refused = hostpackages.refusal()
+    if refused:
+        raise cli.UsageError(refused)
+    return True
 
 
 def _cache() -> Path:
@@ -194,7 +215,8 @@ def _kind_host_main(a: argparse.Namespace) -> int:
         host = KindHost(a.state_dir, kernel=a.kernel, memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
         with host.starting():  # before the node image is built: a second `up` stops here, at once
             kubernetes = None if a.no_node_image else _kubernetes(a)
-            _preflight(kubernetes, _cache(), guest_image=True, boot=True, binaries=not a.no_node_image)
+            _preflight(kubernetes, _cache(), guest_image=True, boot=True, binaries=not a.no_node_image,
+                       install=a.install_host_packages)
             images = [] if a.no_node_image else [build_node_image(kubernetes, progress=host.progress)]
             st = host.up(images, reuse=a.reuse)
         env = st.env()
@@ -229,6 +251,7 @@ def _kind_host_main(a: argparse.Namespace) -> int:
 def _main(a: argparse.Namespace) -> int:
     from .cluster import VmCluster
 
+    a.install_host_packages = _install(a)  # refused before anything is made
     if a.cmd == "kind-host":
         return _kind_host_main(a)
     if a.cmd == "node-image":
@@ -236,7 +259,7 @@ def _main(a: argparse.Namespace) -> int:
         from .progress import stderr_progress
 
         kubernetes = _kubernetes(a)
-        _preflight(kubernetes, _cache(), guest_image=True, boot=False)
+        _preflight(kubernetes, _cache(), guest_image=True, boot=False, install=a.install_host_packages)
         built = build_node_image(kubernetes, progress=stderr_progress("node-image"))
         print(f"{built.archive}\n{built.ref}")
         return cli.Exit.OK
@@ -247,17 +270,17 @@ def _main(a: argparse.Namespace) -> int:
             kw.update(memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
         vm = VmCluster(a.state_dir, kubernetes=_kubernetes(a), **kw)
         if a.cmd == "build":
-            _preflight(vm.kubernetes, _cache(), guest_image=True, boot=False)
+            _preflight(vm.kubernetes, _cache(), guest_image=True, boot=False, install=a.install_host_packages)
             print(vm.prepare().disk)
             return cli.Exit.OK
         with vm.starting():  # before anything is built: a second `up` stops here, at once
-            _preflight(vm.kubernetes, _cache(), guest_image=True, boot=True)
+            _preflight(vm.kubernetes, _cache(), guest_image=True, boot=True, install=a.install_host_packages)
             print(vm.up(a.behavior, reuse=a.reuse))
         return cli.Exit.OK
     vm = VmCluster(a.state_dir)
     if a.cmd == "swap-kubelet":
         kubernetes = _kubernetes(a)
-        _preflight(kubernetes, _cache(), guest_image=False, boot=False)
+        _preflight(kubernetes, _cache(), guest_image=False, boot=False, install=a.install_host_packages)
         print(vm.swap_kubelet(kubernetes))
         return cli.Exit.OK
     if a.cmd == "down":

@@ -22,13 +22,14 @@ from . import build as _build
 from .k8s_source import KubernetesSource
 
 Which = Callable[[str], "str | None"]
-APT = "apt-get install"
 GO_INSTALL = "install Go from https://go.dev/dl/ (Debian's golang is older) and put it first on PATH"
 
 
-def _tool(which: Which, command: str, package: str, why: str) -> Check:
+def tool(which: Which, command: str, package: str, why: str) -> Check:
+    """A command on PATH, and the Debian package that brings it (named with the other missing
+    ones in the message's one apt-get line: clusters.checks.install_line)."""
     found = which(command)
-    return Check(command, bool(found), found or f"not on PATH ({why})", f"{APT} {package}")
+    return Check(command, bool(found), found or f"not on PATH ({why})", packages=(package,))
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -83,12 +84,12 @@ def checks(kubernetes: KubernetesSource | None, *, root: Path, guest_image: bool
     (``guest_image``: debootstrap, as root) and boots it (``boot``)."""
     out: list[Check] = []
     if boot:
-        out.append(_tool(which, "qemu-system-x86_64", "qemu-system-x86", "boots the guest"))
+        out.append(tool(which, "qemu-system-x86_64", "qemu-system-x86", "boots the guest"))
     if guest_image or boot:
-        out.append(_tool(which, "qemu-img", "qemu-utils", "the guest's disk overlay"))
+        out.append(tool(which, "qemu-img", "qemu-utils", "the guest's disk overlay"))
     if guest_image:
-        out.append(_tool(which, "debootstrap", "debootstrap", "the guest's Debian root filesystem"))
-        out.append(_tool(which, "mkfs.ext4", "e2fsprogs", "the guest's disk"))
+        out.append(tool(which, "debootstrap", "debootstrap", "the guest's Debian root filesystem"))
+        out.append(tool(which, "mkfs.ext4", "e2fsprogs", "the guest's disk"))
         is_root = os.geteuid() == 0 if root_user is None else root_user
         out.append(Check("root", is_root, "running as root" if is_root else
                          "building the guest's root filesystem (debootstrap, chroot) needs root", "run it as root (sudo -E)"))
@@ -120,10 +121,10 @@ def _build_checks(kubernetes: KubernetesSource, missing: list[str], which: Which
     else:
         out.append(Check("go", True, f"go {have}" + (f" (Kubernetes {kubernetes.release} needs {needed})" if needed else "")))
     if "runc" in missing:
-        out.append(_tool(which, "gcc", "gcc", "runc is built with cgo"))
+        out.append(tool(which, "gcc", "gcc", "runc is built with cgo"))
         seccomp = has_libseccomp(which, run)
         out.append(Check("libseccomp", seccomp, "headers found" if seccomp else "no libseccomp headers (runc is built"
-                         " with seccomp support)", f"{APT} libseccomp-dev pkg-config"))
+                         " with seccomp support)", packages=("libseccomp-dev", "pkg-config")))
     if kubernetes.patches and "kubernetes" in missing:
-        out.append(_tool(which, "patch", "patch", "applies --k8s-patch"))
+        out.append(tool(which, "patch", "patch", "applies --k8s-patch"))
     return out

@@ -41,6 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="use an existing suite cluster/VM of the right name instead of failing")
     group.addoption("--cleanup-leaked", action="store_true",
                     help="first delete clusters left behind by earlier runs (exact suite names only)")
+    group.addoption("--install-host-packages", action="store_true",
+                    help="kind, vm: install the Debian packages the preflight finds missing (apt-get update, then"
+                         " apt-get install -y; root, Debian hosts only) before checking again; without it nothing"
+                         " is installed and the preflight names them in one apt-get line")
     group.addoption("--k8s-version", default=None,
                     help="vm: Kubernetes version (a tag on the Go module proxy) to build the node from")
     group.addoption("--k8s-patch", action="append", default=[], type=Path, metavar="FILE",
@@ -133,6 +137,8 @@ def read(config: pytest.Config) -> Settings:
     if provider == "vm":
         _vm_settings(config)
     kubernetes = _kubernetes_source(config)
+    if config.getoption("install_host_packages"):
+        _host_packages(provider)
     suite = runs_the_suite(config)
     results = results_dir(config)
     if suite and not hasattr(config, "workerinput"):  # the controller checked them for its workers
@@ -204,6 +210,19 @@ def _kind_settings(config: pytest.Config) -> None:
         refused = preflight.node_image_refusal(image, kind_config.image_version(image))
         if refused is not None:
             raise pytest.UsageError(f"--node-image: {refused.detail}: {refused.remedy}")
+
+
+def _host_packages(provider: str) -> None:
+    """--install-host-packages where it can work: a provider with host packages to install, on a
+    Debian host with apt-get, as root."""
+    from clusters import hostpackages
+
+    if provider == "existing":
+        raise pytest.UsageError(f"{hostpackages.OPTION}: the existing provider needs no host packages (it is for"
+                                " --provider kind and vm)")
+    refused = hostpackages.refusal()
+    if refused:
+        raise pytest.UsageError(refused)
 
 
 def _kubernetes_source(config: pytest.Config) -> Any:

@@ -66,7 +66,12 @@ class Run:
         it in one and records the outcome). Raises PreflightError, or SharedCreationError when it
         failed in another process."""
         behaviors = settings(self.config).behaviors
-        shared.get_or_create(self.directory, "preflight", lambda: self.provider.preflight(behaviors) or {})
+        decided = shared.get_or_create(self.directory, "preflight", lambda: self.provider.preflight(behaviors) or {})
+        # How what the preflight set up (a kind host's DOCKER_HOST) reaches the xdist workers:
+        # they started before it, and read it here from the run directory's record.
+        adopt = getattr(self.provider, "adopt", None)  # a stand-in provider may not derive from Provider
+        if adopt is not None:
+            adopt(decided)
 
     def preflight_or_stop(self) -> None:
         """In the process that owns the run, before any test: a failure stops the run with its one
@@ -137,6 +142,8 @@ def progress_for(config: pytest.Config, source: str) -> progress.Progress:
 
 
 def _kept(entry: dict) -> str:
+    if entry.get("kept"):  # what the provider recorded it says for itself (the kind host VM)
+        return entry["kept"]
     from clusters.vm.paths import default_state_dir
 
     cluster = entry["cluster"]
