@@ -261,7 +261,11 @@ def test_namespace_names_do_not_collide() -> None:
 class _Stream:
     """What the exec stream looks like when the status channel never delivered an exit code."""
 
-    returncode = None
+    def is_open(self) -> bool:
+        return False
+
+    def read_channel(self, channel: int) -> str:
+        return ""  # the status channel delivered nothing
 
     def run_forever(self, timeout: float) -> None:
         pass
