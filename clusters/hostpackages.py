@@ -13,12 +13,12 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 
+from clusters import waits
 from clusters import commands
 from clusters.checks import Check, install_line, missing_packages
 from clusters.progress import Progress
 
 OPTION = "--install-host-packages"
-APT_SECONDS = 1800  # apt-get update and an install of QEMU and its dependencies from a slow mirror
 
 
 class HostPackagesError(RuntimeError):
@@ -45,9 +45,9 @@ def install(packages: Sequence[str], progress: Progress, run: Callable[..., subp
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")  # no debconf question waits for a terminal
     for argv in (["apt-get", "update"], ["apt-get", "install", "-y", *packages]):
         try:
-            done = run(argv, timeout=APT_SECONDS, env=env)
+            done = run(argv, timeout=waits.bound(waits.APT_INSTALL), env=env)
         except subprocess.TimeoutExpired:
-            raise HostPackagesError(f"`{' '.join(argv)}` did not finish in {APT_SECONDS}s") from None
+            raise HostPackagesError(f"`{' '.join(argv)}` did not finish in {waits.bound(waits.APT_INSTALL):.0f}s") from None
         except OSError as error:
             raise HostPackagesError(f"`{' '.join(argv)}` could not run: {error}") from None
         if done.returncode != 0:

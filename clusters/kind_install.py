@@ -16,12 +16,12 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from clusters import waits
 from clusters import commands, preflight, versions
 from clusters.checks import Check
 from clusters.progress import Progress
 
 DEFAULT_KIND_BIN = "kind"  # --kind-bin's default: kind on PATH, else the suite's own install
-GO_INSTALL_SECONDS = 1800  # fetching kind's modules and compiling it on two shared cores
 GO_MISSING = "install Go (https://go.dev/dl/) and put it on PATH"
 
 
@@ -42,10 +42,10 @@ def go_install(go: str, root: Path, run: Callable[..., subprocess.CompletedProce
         fcntl.flock(lock, fcntl.LOCK_EX)
         argv = [go, "install", f"sigs.k8s.io/kind@{versions.KIND}"]
         try:
-            done = run(argv, timeout=GO_INSTALL_SECONDS, env=dict(os.environ, GOBIN=str(target.parent)))
+            done = run(argv, timeout=waits.bound(waits.GO_INSTALL_KIND), env=dict(os.environ, GOBIN=str(target.parent)))
         except subprocess.TimeoutExpired:
             raise KindInstallError(f"`go install sigs.k8s.io/kind@{versions.KIND}` did not finish in"
-                                   f" {GO_INSTALL_SECONDS}s") from None
+                                   f" {waits.bound(waits.GO_INSTALL_KIND):.0f}s") from None
         if done.returncode != 0:
             tail = "\n".join(((done.stderr or "") + (done.stdout or "")).strip().splitlines()[-8:])
             raise KindInstallError(f"`go install sigs.k8s.io/kind@{versions.KIND}` exited {done.returncode}: {tail}")

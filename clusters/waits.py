@@ -71,6 +71,9 @@ FIRST_EVICTION = Wait(200, clock=40, what="the first eviction after the threshol
 EVICTION_WATCH = Wait(840, clock=60, what="a whole eviction episode, until pressure is over")
 # under -n, a test's turn
 TURN = Wait(3600, what="a test's turn on its node or the host (the longest test runs minutes)")
+# this machine's own commands: not the node's speed, never scaled
+APT_INSTALL = Wait(0, clock=1800, what="apt-get update and an install of QEMU and its dependencies from a slow mirror")
+GO_INSTALL_KIND = Wait(0, clock=1800, what="go install of kind: its modules fetched and compiled on two shared cores")
 # clusters
 KIND_CREATE = Wait(1800, what="kind create cluster (kubeadm alone may take 20 minutes emulated)")
 KIND_NODES_READY = Wait(600, what="after kind create: workers joining, an API server catching up")
