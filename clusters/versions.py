@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from clusters import cli
+from clusters import cli, inputs
 
 # The Kubernetes minors the suite supports, each with the newest patch of it the Go module proxy
 # served buildable (.info, .mod and .zip) when it was last probed. The release gate holds only
@@ -81,7 +81,7 @@ def out_of_range(what: str, version: tuple[int, ...] | str) -> str | None:
             " (clusters/versions.py SUPPORTED)")
 
 
-DEFAULT_GOPROXY = "https://proxy.golang.org"
+DEFAULT_GOPROXY = inputs.DEFAULT_GOPROXY
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 # A minor's probe goes on past this many refused patches in a row after the last served one
 # (v1.34.6 is refused between served patches) before it concludes there are no more.
@@ -105,18 +105,13 @@ class ProxyUnreachable(cli.NotReady):
 def module_proxy(value: str | None = None) -> str:
     """The module proxy the suite asks by URL: the first URL in GOPROXY (Go's list, entries
     separated by "," or "|"), as `go` tries them. "off" or "direct" before any URL leave none:
-    the suite asks the proxy for versions and module files by name, which VCS access cannot do."""
+    the suite asks the proxy for versions and module files by name, which VCS access cannot do.
+    The syntax is clusters/inputs.py's (the variable's one declaration)."""
     value = os.environ.get("GOPROXY", DEFAULT_GOPROXY) if value is None else value
-    for entry in re.split(r"[,|]", value or DEFAULT_GOPROXY):
-        entry = entry.strip()
-        if entry in ("off", "direct"):
-            why = "turns module downloads off" if entry == "off" else "fetches modules from their repositories, with no proxy"
-            raise ProxyUnusable(f"GOPROXY={value} {why}; the suite asks a Go module proxy for Kubernetes releases and"
-                                f" their module files by name: set GOPROXY to a proxy ({DEFAULT_GOPROXY}, or your"
-                                " mirror), e.g. GOPROXY=https://proxy.golang.org,direct")
-        if entry:
-            return entry.rstrip("/")
-    return DEFAULT_GOPROXY
+    try:
+        return inputs.goproxy(value)
+    except inputs.Invalid as error:
+        raise ProxyUnusable(f"GOPROXY={inputs.shown(value)} {error}") from None
 
 
 def proxy_get(path: str, timeout: float = 60, method: str = "GET") -> tuple[int, bytes]:

@@ -63,7 +63,7 @@ fi
 case "$*" in
   "info --format {{.ServerVersion}} {{.CgroupVersion}}") echo "27.5.1 2" ;;
   "info --format {{json .}}")
-    echo '{"Name": "fake-docker-host", "KernelVersion": "6.12.0-fake", "CgroupVersion": "2", "MemTotal": 17179869184}' ;;
+    echo '{"Name": "fake-docker-host", "ServerVersion": "27.5.1", "KernelVersion": "6.12.0-fake", "CgroupVersion": "2", "MemTotal": 17179869184}' ;;
   *) echo "fake docker: unknown command: $*" >&2; exit 1 ;;
 esac
 """
