@@ -207,7 +207,7 @@ def behaviors(text: str) -> list[str]:
     """Comma-separated swapBehaviors, each named once, at least one."""
     items = [part.strip() for part in text.split(",")]
     if not any(items):
-        raise ValueError(f"names no swap behavior: choose from {', '.join(swap_behaviors.ALL_BEHAVIORS)}"
+        raise ValueError(f"{text!r} names no swap behavior: choose from {', '.join(swap_behaviors.ALL_BEHAVIORS)}"
                          " (or leave the option out for every behavior)")
     if "" in items:
         raise ValueError(f"{text!r} has an empty entry: separate behaviors by single commas, e.g. NoSwap,LimitedSwap")
@@ -242,15 +242,15 @@ def name(text: str) -> str:
 
 @typed("pytest-expression", "EXPRESSION")
 def pytest_expression(text: str) -> str:
-    """A pytest -k expression, compiled as pytest will."""
-    from _pytest.mark.expression import Expression, ParseError
+    """A pytest -k/-m expression, compiled as pytest will (its message, word for word)."""
+    from _pytest.mark.expression import Expression
 
     if not text.strip():
-        raise ValueError("is empty: it would select no test; leave -k out to run every test")
+        raise ValueError("is empty: it would select no test; leave the option out to run every test")
     try:
         Expression.compile(text)
-    except ParseError as error:
-        raise ValueError(f"{text!r} is not a pytest -k expression ({error.message} at column {error.column})") from None
+    except SyntaxError as error:  # pytest's ParseError is one
+        raise ValueError(f"{error.text}: at column {error.offset}: {error.msg}") from None
     return text
 
 
