@@ -94,7 +94,7 @@ Kind = Literal[
     "mib", "guest-mib", "count", "cpus", "behavior", "behaviors", "release", "file", "junit", "patch",
     "directory", "source-directory", "patch-directory", "command", "image", "name", "pytest-expression",
     "pytest-args", "argv", "url", "goproxy", "docker-host", "api-ports", "path-list", "choice", "flag",
-    "text",
+    "text", "output-file",
 ]
 T = TypeVar("T")
 
@@ -429,6 +429,18 @@ def output_directory(text: str) -> Path:
     problem = directory_problem(path, "")
     if problem:
         raise ValueError(problem.strip())
+    return path
+
+
+@typed("output-file", "FILE")
+def output_file(text: str) -> Path:
+    """A file a command writes (replaced if there): not a directory, in a directory it can write."""
+    path = Path(text)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a file: name the file to write")
+    problem = directory_problem(path.parent, "its directory")
+    if problem:
+        raise ValueError(f"{path}: {problem}")
     return path
 
 
@@ -782,15 +794,28 @@ def _describe(annotation: Any) -> str:
     return _TYPE_NAMES.get(getattr(annotation, "__name__", ""), str(annotation))
 
 
+def _fields(model: Any) -> dict[str, Any]:
+    """Field name -> annotation of a BaseModel or a dataclass (its string annotations resolved)."""
+    import dataclasses
+    import typing
+
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return {name: info.annotation for name, info in model.model_fields.items()}
+    if dataclasses.is_dataclass(model):
+        hints = typing.get_type_hints(model)
+        return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(model)}
+    return {}
+
+
 def _field_annotation(model: Any, loc: Sequence[Any]) -> Any:
     """The annotation at ``loc`` in ``model`` (a BaseModel or a dataclass), or None."""
     import typing
 
     current: Any = model
     for part in loc:
-        fields = getattr(current, "model_fields", None) or getattr(current, "__pydantic_fields__", None)
-        if isinstance(part, str) and fields and part in fields:
-            current = fields[part].annotation
+        fields = _fields(current)
+        if isinstance(part, str) and part in fields:
+            current = fields[part]
         elif isinstance(part, int) and typing.get_args(current):
             current = typing.get_args(current)[0]
         else:
@@ -807,9 +832,9 @@ def shape_problem(error: pydantic.ValidationError, model: Any) -> str:
     kind = first["type"]
     if kind == "missing":
         return f"{where} is missing"
-    if kind == "extra_forbidden":
-        fields = getattr(model, "model_fields", None) or getattr(model, "__pydantic_fields__", {})
-        return f"{where} is not one of its fields ({', '.join(fields)})"
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
+        parent = _field_annotation(model, loc[:-1]) if len(loc) > 1 else model
+        return f"{where} is not one of its fields ({', '.join(_fields(parent))})"
     if kind in ("model_type", "dataclass_type", "dict_type") and not loc:
         return f"must be a mapping, got {_type_name(first['input'])}"
     ctx, got = first.get("ctx") or {}, first.get("input")
@@ -860,12 +885,16 @@ def load_yaml(path: Path | str, what: str, model: type[M], fix: str = "") -> M:
 
 
 def load_json(text: str, model: type[M], source: str) -> M:
-    """JSON text parsed into ``model``; UsageError naming ``source``."""
+    """JSON text parsed into ``model`` (strict types, JSON's own: an object is a record); UsageError
+    naming ``source``."""
     try:
-        data = json.loads(text)
+        json.loads(text)
     except ValueError as error:
         raise UsageError(f"{source} is not JSON ({error})") from None
-    return parse_record(data, model, source)
+    try:
+        return pydantic.TypeAdapter(model).validate_json(text)
+    except pydantic.ValidationError as error:
+        raise UsageError(f"{source}: {shape_problem(error, model)}") from None
 
 
 # The kind config fragment a host profile may hold (--kind-config-patch): kind's own fields for

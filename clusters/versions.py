@@ -194,16 +194,22 @@ def next_minor(minor: str) -> str:
     return f"{major}.{number + 1}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.Parser(prog="python -m clusters.versions", description=(
+def parser() -> cli.Parser:
+    p = cli.Parser(prog="python -m clusters.versions", description=(
         "Print every pinned version, then ask the Go module proxy ($GOPROXY, default"
         f" {DEFAULT_GOPROXY}) for the newest buildable patch of each supported Kubernetes minor"
         f" ({SUPPORTED_RANGE}) and of the next one. Exit 0: every pin is current; 1: a newer patch is"
         " served (a pin is stale) or a pin is no longer served; 3: the proxy cannot be reached or"
         " answers what no module proxy would; 4: bad arguments or GOPROXY."))
-    parser.add_argument("--pins-only", action="store_true", help="print the pins, ask no proxy")
-    parser.add_argument("--debug", action="store_true", help="a failure's traceback too")
-    return cli.run(_main, parser.parse_args(argv))
+    p.add_argument("--pins-only", action="store_true", help="print the pins, ask no proxy")
+    p.add_argument("--debug", action="store_true", help="a failure's traceback too")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # --pins-only asks no proxy: it reads no GOPROXY either (GOPROXY=direct is a common setting)
+    return cli.run(_main, args, command="" if args.pins_only else "clusters.versions")
 
 
 def _main(args) -> int:

@@ -28,6 +28,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pydantic import ConfigDict
+
+from clusters import inputs
 from clusters.vm.k8s_source import Patch, read_patch
 
 HERE = Path(__file__).resolve().parent
@@ -120,12 +123,15 @@ class Outcome:
     suite: str = ""
     exit_code: int | None = None
 
+    # read back strictly (clusters/inputs.py): a kept file of another shape is refused, by name
+    __pydantic_config__ = ConfigDict(strict=True, extra="forbid")
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "Outcome":
-        return cls(**json.loads(text))
+    def from_json(cls, text: str, source: str = "kept result") -> "Outcome":
+        return inputs.load_json(text, cls, source)
 
 
 def _short(nodeid: str) -> str:
