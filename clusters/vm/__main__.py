@@ -204,9 +204,9 @@ def _kind_host_main(a: argparse.Namespace) -> int:
         if a.no_node_image and given:
             raise cli.UsageError(f"--no-node-image and {given[0]} together: {given[0]} says which node image to build,"
                                  " --no-node-image builds none; drop one")
+        kubernetes = None if a.no_node_image else _kubernetes(a)  # a bad patch or checkout: before any lock
         host = KindHost(a.state_dir, kernel=a.kernel, memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
         with host.starting():  # before the node image is built: a second `up` stops here, at once
-            kubernetes = None if a.no_node_image else _kubernetes(a)
             _preflight(kubernetes, _cache(), guest_image=True, boot=True, binaries=not a.no_node_image)
             images = [] if a.no_node_image else [build_node_image(kubernetes, progress=host.progress)]
             st = host.up(images, reuse=a.reuse)
@@ -267,9 +267,9 @@ def _main(a: argparse.Namespace) -> int:
             _preflight(vm.kubernetes, _cache(), guest_image=True, boot=True)
             print(vm.up(a.behavior, reuse=a.reuse))
         return cli.Exit.OK
+    kubernetes = _kubernetes(a) if a.cmd == "swap-kubelet" else None  # checked before the VM is looked at
     vm = VmCluster(a.state_dir)
     if a.cmd == "swap-kubelet":
-        kubernetes = _kubernetes(a)
         _preflight(kubernetes, _cache(), guest_image=False, boot=False)
         print(vm.swap_kubelet(kubernetes))
         return cli.Exit.OK
