@@ -33,6 +33,12 @@ MIN_NODE_MEMORY_MIB = 2048
 # The kind host holds a kind control plane and a worker per behavior, about 1 GiB each
 # (clusters/preflight.py MEMORY_PER_KIND_NODE), and Docker.
 MIN_KIND_HOST_MEMORY_MIB = 4096
+# A guest's swap file is made at boot on its disk (clusters/vm/image.py DISK_SIZE, 12 GiB;
+# clusters/vm/kindhost.py DISK_SIZE, 40 GiB), beside the root filesystem, which the baked node
+# image already fills to about 2 GiB: 4 GiB of each disk is kept for the rest. A larger file
+# fails in the guest, minutes into its boot.
+MAX_NODE_SWAP_MIB = 12 * 1024 - 4096
+MAX_KIND_HOST_SWAP_MIB = 40 * 1024 - 4096
 
 
 # A value the command line, the environment or an input file gave that cannot work: exit 4.
@@ -45,10 +51,20 @@ class NotReady(RuntimeError):
     reached, a guest that is already starting): exit 3, like a failed preflight."""
 
 
-def mib(minimum: int = 1, why: str = "", guest: bool = False) -> Callable[[str], int]:
-    """An argparse type: a whole number of MiB, at least ``minimum`` (``why`` says why); ``guest``:
-    at most this host's memory (clusters/inputs.py)."""
-    return inputs.mib(minimum, why, guest)
+def mib(minimum: int = 1, why: str = "", guest: bool = False, maximum: int | None = None,
+        why_at_most: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number of MiB, at least ``minimum`` (``why`` says why), at most
+    ``maximum``; ``guest``: at most this host's memory (clusters/inputs.py)."""
+    return inputs.mib(minimum, why, guest, maximum, why_at_most)
+
+
+def node_swap() -> Callable[[str], int]:
+    return mib(maximum=MAX_NODE_SWAP_MIB, why_at_most="the swap file and the node's files share its 12 GiB disk")
+
+
+def kind_host_swap() -> Callable[[str], int]:
+    return mib(maximum=MAX_KIND_HOST_SWAP_MIB, why_at_most="the swap file, Docker's images and the kind nodes share its"
+                                                           " 40 GiB disk")
 
 
 count = inputs.count  # an argparse type: a whole number, at least 1

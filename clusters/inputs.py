@@ -154,10 +154,11 @@ def host_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def mib(minimum: int = 1, why: str = "", guest: bool = False) -> Callable[[str], int]:
-    """A whole number of MiB, at least ``minimum`` (``why`` says why). ``guest``: memory a guest
-    of this host gets, so at most the host's MemTotal (QEMU gives a guest what it asks for and the
-    host's OOM killer takes it back, many minutes into a run)."""
+def mib(minimum: int = 1, why: str = "", guest: bool = False, maximum: int | None = None,
+        why_at_most: str = "") -> Callable[[str], int]:
+    """A whole number of MiB, at least ``minimum`` (``why`` says why), at most ``maximum``.
+    ``guest``: memory a guest of this host gets, so at most the host's MemTotal (QEMU gives a guest
+    what it asks for and the host's OOM killer takes it back, many minutes into a run)."""
 
     @typed("guest-mib" if guest else "mib", "MiB")
     def parse(text: str) -> int:
@@ -166,6 +167,8 @@ def mib(minimum: int = 1, why: str = "", guest: bool = False) -> Callable[[str],
             raise ValueError(f"must be a positive number of MiB, got {value}")
         if value < minimum:
             raise ValueError(f"{value} MiB is too small: at least {minimum} MiB" + (f" ({why})" if why else ""))
+        if maximum is not None and value > maximum:
+            raise ValueError(f"{value} MiB is too large: at most {maximum} MiB" + (f" ({why_at_most})" if why_at_most else ""))
         total, _ = host_memory_mib() if guest else (0, 0)
         if total and value > total:
             raise ValueError(f"{value} MiB is more than this host's memory ({total} MiB MemTotal): a guest that large"
@@ -355,9 +358,23 @@ def read_text(path: Path | str, what: str, fix: str = "", empty_ok: bool = False
     return text
 
 
+def _not_empty(text: str) -> None:
+    # Path("") is ".", the directory a command runs from: an empty value is a mistake, not that
+    if not text:
+        raise ValueError("the path is empty: name one")
+
+
+@typed("text", "PATH")
+def nonempty_path(text: str) -> Path:
+    """A path, not empty (checked further by what it is for)."""
+    _not_empty(text)
+    return Path(text)
+
+
 @typed("file", "FILE")
 def existing_file(text: str) -> Path:
     """A readable UTF-8 text file, as the option's user reads it (read_text)."""
+    _not_empty(text)
     path = Path(text)
     try:
         read_text(path, "")
@@ -425,6 +442,7 @@ def directory_problem(path: Path, what: str, parents: bool = False) -> str | Non
 @typed("directory", "DIR")
 def output_directory(text: str) -> Path:
     """A directory a command writes into: it may not exist yet, its parent must."""
+    _not_empty(text)
     path = Path(text)
     problem = directory_problem(path, "")
     if problem:
@@ -435,6 +453,7 @@ def output_directory(text: str) -> Path:
 @typed("output-file", "FILE")
 def output_file(text: str) -> Path:
     """A file a command writes (replaced if there): not a directory, in a directory it can write."""
+    _not_empty(text)
     path = Path(text)
     if path.is_dir():
         raise ValueError(f"{path} is a directory, not a file: name the file to write")
@@ -447,6 +466,7 @@ def output_file(text: str) -> Path:
 @typed("directory", "DIR")
 def state_directory(text: str) -> Path:
     """A directory a command keeps its state in, created with its parents if missing."""
+    _not_empty(text)
     path = Path(text)
     problem = directory_problem(path, "", parents=True)
     if problem:
@@ -468,6 +488,7 @@ def existing_directory_problem(path: Path) -> str | None:
 @typed("source-directory", "DIR")
 def source_directory(text: str) -> Path:
     """An existing directory to read from (a kubernetes checkout)."""
+    _not_empty(text)
     problem = existing_directory_problem(Path(text))
     if problem:
         raise ValueError(problem)

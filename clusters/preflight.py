@@ -218,7 +218,8 @@ def kind_binary_problem(kind_bin: str) -> str | None:
     """What is wrong with --kind-bin as a file, before running it: a path that does not exist, is
     a directory or is not executable, or a name PATH does not have; None when it can run."""
     if os.sep not in kind_bin:
-        return None if shutil.which(kind_bin) else f"{kind_bin!r} is not on PATH"
+        named = "kind" if kind_bin == "kind" else f"--kind-bin {kind_bin!r}"
+        return None if shutil.which(kind_bin) else f"{named} is not on PATH"
     path = Path(kind_bin)
     if path.is_dir():
         return f"--kind-bin {kind_bin} is a directory, not the kind binary"

@@ -20,10 +20,12 @@ import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
 from clusters import cli, inputs
+from clusters.redact import redact
 
 # The Kubernetes minors the suite supports, each with the newest patch of it the Go module proxy
 # served buildable (.info, .mod and .zip) when it was last probed. The release gate holds only
@@ -117,7 +119,8 @@ def module_proxy(value: str | None = None) -> str:
 def proxy_get(path: str, timeout: float = 60, method: str = "GET") -> tuple[int, bytes]:
     """(status, body) of a request to the module proxy; ProxyUnreachable when it cannot be asked."""
     proxy = module_proxy()
-    request = urllib.request.Request(f"{proxy}/{path}", method=method)
+    url, headers = _without_userinfo(f"{proxy}/{path}")
+    request = urllib.request.Request(url, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the proxy's URL
             return response.status, response.read()
@@ -127,6 +130,21 @@ def proxy_get(path: str, timeout: float = 60, method: str = "GET") -> tuple[int,
         reason = getattr(error, "reason", error)
         raise ProxyUnreachable(f"the Go module proxy {proxy} cannot be reached ({reason}): check the network, or set"
                                f" GOPROXY to a proxy that can be ({DEFAULT_GOPROXY})") from None
+
+
+def _without_userinfo(url: str) -> tuple[str, dict[str, str]]:
+    """A URL's user:password (Go takes one in GOPROXY for a private proxy) as a Basic
+    Authorization header: urllib would take it for part of the host name."""
+    import base64
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    credential = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+    return (urllib.parse.urlunsplit(parts._replace(netloc=netloc)),
+            {"Authorization": "Basic " + base64.b64encode(credential.encode()).decode()})
 
 
 def _served(status: int, what: str) -> bool:
@@ -222,7 +240,8 @@ def _main(args) -> int:
     print(f"supported    Kubernetes {SUPPORTED_RANGE}: " + ", ".join(SUPPORTED.values()))
     if args.pins_only:
         return cli.Exit.OK
-    print(f"newest buildable patch on {module_proxy()} (.info, .mod and .zip served):")
+    # the proxy's URL may carry a credential (GOPROXY=https://user:token@...): shown masked
+    print(redact(f"newest buildable patch on {module_proxy()} (.info, .mod and .zip served):"))
     ok = True
     for minor, pinned in SUPPORTED.items():
         newest = newest_patch(minor)

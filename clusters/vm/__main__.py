@@ -102,7 +102,7 @@ def parser() -> cli.Parser:
         if name == "up":
             s.add_argument("--behavior", type=cli.behavior, default="LimitedSwap")
             s.add_argument("--memory", type=node_memory, default=4096, help="guest RAM in MiB (4096)")
-            s.add_argument("--swap", type=cli.mib(), default=2048, help="guest swap file in MiB (2048)")
+            s.add_argument("--swap", type=cli.node_swap(), default=2048, help="guest swap file in MiB (2048)")
             s.add_argument("--cpus", type=cli.cpus, default=2)
             s.add_argument("--reuse", action="store_true", help="attach to a running VM if there is one")
     ni = sub.add_parser("node-image", parents=[common],
@@ -115,7 +115,7 @@ def parser() -> cli.Parser:
     khu.add_argument("--memory", type=cli.mib(cli.MIN_KIND_HOST_MEMORY_MIB, "a kind control plane and a worker per"
                                                                             " behavior, about 1 GiB each", guest=True),
                      default=8192, help="guest RAM in MiB (8192)")
-    khu.add_argument("--swap", type=cli.mib(), default=4096, help="guest swap file in MiB (4096)")
+    khu.add_argument("--swap", type=cli.kind_host_swap(), default=4096, help="guest swap file in MiB (4096)")
     khu.add_argument("--cpus", type=cli.cpus, default=2)
     _add_source_args(khu, "version of the node image to load")
     khu.add_argument("--no-node-image", action="store_true", help="do not build or load the local node image")

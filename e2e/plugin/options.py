@@ -42,26 +42,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="first delete clusters left behind by earlier runs (exact suite names only)")
     group.addoption("--k8s-version", default=None,
                     help="vm: Kubernetes version (a tag on the Go module proxy) to build the node from")
-    group.addoption("--k8s-patch", action="append", default=[], type=Path, metavar="FILE",
+    group.addoption("--k8s-patch", action="append", default=[], type=inputs.nonempty_path, metavar="FILE",
                     help="vm: apply this unified diff (git diff form, paths relative to the kubernetes repository"
                          " root) to the release's source before building; repeatable, applied in order. The"
                          " binaries report v1.X.Y+patch.<hash>")
-    group.addoption("--k8s-source", default=None, type=Path, metavar="DIR",
+    group.addoption("--k8s-source", default=None, type=inputs.nonempty_path, metavar="DIR",
                     help="vm: build Kubernetes from this local checkout (repository root) instead of the Go proxy;"
                          " the binaries report <tag>+src.<hash>")
     group.addoption("--vm-kernel", choices=("6.12", "6.1"), default="6.12",
                     help="vm: guest kernel: 6.12 (bookworm-backports, has tmpfs noswap) or 6.1 (has not)")
     group.addoption("--vm-memory", type=cli.mib(cli.MIN_NODE_MEMORY_MIB, "what a kubeadm control plane needs", guest=True),
                     default=4096, help=f"vm: guest memory in MiB (at least {cli.MIN_NODE_MEMORY_MIB})")
-    group.addoption("--vm-swap", type=cli.mib(), default=2048, help="vm: guest swap file in MiB")
-    group.addoption("--vm-state-dir", type=Path, default=None, metavar="DIR",
+    group.addoption("--vm-swap", type=cli.node_swap(), default=2048, help="vm: guest swap file in MiB")
+    group.addoption("--vm-state-dir", type=inputs.nonempty_path, default=None, metavar="DIR",
                     help="vm: the node's state directory (default: that of `python -m clusters.vm`,"
                          " <cache>/vm/run); the mutant bench gives its runs one of its own")
     group.addoption("--gate", action="store_true",
                     help="release gate: the run fails unless, for every required behavior, every module with"
                          " tests for it (e2e/verdict.py REQUIRED_CHECKS) ran and passed; in the core modules a skip"
                          " counts as not tested, elsewhere only a checked version/kernel skip is accepted")
-    group.addoption("--results-dir", default="results", type=Path,
+    group.addoption("--results-dir", default="results", type=inputs.nonempty_path,
                     help="where a run of the suite writes its report: junit.xml (unless --junitxml),"
                          " matrix.md, report.html and plots/ (default: ./results)")
     group.addoption("--gate-behaviors", default=None,
@@ -125,6 +125,8 @@ def _providers_and_conflicts(config: pytest.Config, provider: str) -> None:
     for option in OPTIONS:
         if not _given(config, option.flag):
             continue
+        if config.getoption(_dest(option.flag)) == "":  # a shell variable that was not set, most often
+            raise pytest.UsageError(f"{option.flag} is empty: give it a value, or leave it out")
         if option.providers and provider not in option.providers:
             wanted = " or ".join(f"--provider {p}" for p in option.providers)
             raise pytest.UsageError(f"{option.flag} is for {wanted}, and this run's provider is {provider}: drop"
@@ -192,14 +194,15 @@ def runs_the_suite(config: pytest.Config) -> bool:
     registers the plugin, or that directory itself), not only self-tests."""
     e2e = config.rootpath / "e2e"
     for arg in config.args:
-        path = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        path = Path(os.path.abspath(Path(config.invocation_params.dir, arg.split("::", 1)[0])))
         if path in (e2e, config.rootpath) or e2e in path.parents:
             return True
     return False
 
 
 def results_dir(config: pytest.Config) -> Path:
-    return Path(config.invocation_params.dir, config.getoption("results_dir")).resolve()
+    # absolute, its symlinks left as they are: resolving a symlink loop raises (directory_problem says it)
+    return Path(os.path.abspath(Path(config.invocation_params.dir, config.getoption("results_dir"))))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -233,11 +236,11 @@ def read(config: pytest.Config) -> Settings:
         _kubernetes_source(config)  # its own message: for kind, how to build a node image instead
     _providers_and_conflicts(config, provider)
     _pytest_arguments(config)
+    if provider == "existing" and config.getoption("stress_image") is not None:
+        _value(inputs.image, config.getoption("stress_image"), "--stress-image")
     kubeconfig = _kubeconfig(config) if provider == "existing" else None
     if provider == "kind":
         _kind_settings(config)
-    if provider == "existing" and config.getoption("stress_image") is not None:
-        _value(inputs.image, config.getoption("stress_image"), "--stress-image")
     if provider == "vm":
         _vm_settings(config)
     kubernetes = _kubernetes_source(config)

@@ -39,6 +39,12 @@ def output_directory(text: str) -> Path:
     path = Path(text)
     if not text:
         raise argparse.ArgumentTypeError("the path is empty: name a directory")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not UTF-8 text: name a directory whose name is") from None
+    if os.path.islink(path) and not path.exists():
+        raise argparse.ArgumentTypeError(f"{path} is a symlink that leads nowhere (a loop, or a missing target)")
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{path} is not a directory: name a directory (it is created if missing)")
     parent = path if path.is_dir() else path.parent
