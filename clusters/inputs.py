@@ -291,12 +291,18 @@ def _first_not_directory(path: Path) -> Path | None:
     return None
 
 
+def tilde_hint(path: Path | str) -> str:
+    """A path that starts with "~" reached the suite unexpanded (quoted, or after "="): say so."""
+    return " (a '~' is expanded by the shell only at the start of a word: write $HOME instead)" \
+        if str(path).startswith("~") else ""
+
+
 def path_problem(path: Path, error: OSError) -> str:
     """Why ``path`` cannot be opened, from the error its stat or open gave."""
     if error.errno == errno.ENOENT:
         if os.path.islink(path):
             return f"is a symlink to {os.readlink(path)}, which does not exist"
-        return "does not exist"
+        return "does not exist" + tilde_hint(path)
     if error.errno == errno.ENOTDIR:
         blocker = _first_not_directory(path)
         return f"is under {blocker}, which is a file, not a directory" if blocker else "is under a file, not a directory"
@@ -430,7 +436,8 @@ def directory_problem(path: Path, what: str, parents: bool = False) -> str | Non
         existing = existing.parent
     if not existing.is_dir():
         state = "is not a directory" if existing.exists() else "does not exist"
-        return f"{what} {path}: its parent {existing} {state}: create it first (mkdir -p {existing}) or name another"
+        return f"{what} {path}: its parent {existing} {state}{tilde_hint(path)}: create it first (mkdir -p" \
+               f" {existing}) or name another"
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".ksc-write-check-"):
             pass
@@ -552,7 +559,7 @@ def goproxy(text: str) -> str:
     """Go's GOPROXY: URLs, "direct" and "off" separated by "," or "|" (empty: Go's default). The
     suite asks the first URL for releases and module files by name, so one must come before "off"
     or "direct". Returns that URL."""
-    entries = [e for e in re.split(r"[,|]", text) if e]
+    entries = [e.strip() for e in re.split(r"[,|]", text) if e.strip()]  # Go trims each entry too
     if not text:
         return DEFAULT_GOPROXY
     if not entries:
@@ -1067,6 +1074,38 @@ def read_junit(path: Path | str, what: str) -> JUnitReport:
             "properties": tuple((p.get("name") or "", p.get("value") or "") for p in case.iter("property")),
             "failure": result("failure"), "error": result("error"), "skipped": result("skipped")}, JUnitCase, where))
     return JUnitReport(source=str(path), cases=tuple(cases))
+
+
+# --- the input files, declared ------------------------------------------------------------------
+
+class InputFile(BaseModel):
+    """An input file the suite or a tool reads: through read_text/read_bytes (so a directory, a
+    device, a FIFO, a symlink loop, non-UTF-8 and binary text are refused by name), parsed into
+    ``record`` ("module:name"; "" for text whose reader checks it, a patch's hunks)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    what: str
+    given_by: tuple[str, ...]  # the options and variables that name it
+    format: Literal["yaml", "json", "xml", "diff"]
+    record: str
+    readers: tuple[str, ...]
+
+
+INPUT_FILES: tuple[InputFile, ...] = (
+    InputFile(what="the existing provider's kubeconfig", given_by=("--kubeconfig", "KUBECONFIG"), format="yaml",
+              record="clusters.inputs:Kubeconfig", readers=("suite:existing",)),
+    InputFile(what="a kind host profile", given_by=("--kind-config-patch", "KSC_KIND_CONFIG_PATCH"), format="yaml",
+              record="clusters.inputs:KindConfigPatch", readers=("suite:kind",)),
+    InputFile(what="a Kubernetes patch", given_by=("--k8s-patch", "bench.mutants --patches"), format="diff",
+              record="", readers=("suite:vm", "clusters.vm", "bench.mutants")),
+    InputFile(what="a run's JUnit XML report", given_by=("bench.junit_times JUNIT", "the benches' runs"), format="xml",
+              record="clusters.inputs:JUnitReport", readers=("bench.junit_times", "bench.mutants", "bench.matrix")),
+    InputFile(what="a mutant's kept result", given_by=("bench.mutants --results-dir",), format="json",
+              record="bench.mutants:Outcome", readers=("bench.mutants",)),
+    InputFile(what="a matrix cell's kept result", given_by=("bench.matrix --store",), format="json",
+              record="bench.matrix:Cell", readers=("bench.matrix",)),
+)
 
 
 # --- declarations of options (the pytest plugin's table) -----------------------------------------

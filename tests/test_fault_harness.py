@@ -737,3 +737,10 @@ def test_outside_answers_to_the_tools(tmp_path: Path) -> None:
         found = check_tool_case("clusters.versions with a proxy answering 200", "clusters.versions", [],
                                 {"GOPROXY": outside["proxy-200"]}, cli.Exit.PREFLIGHT, ("GOPROXY",), tmp_path)
     assert not found, "\n".join(found)
+
+
+def test_every_input_file_is_declared_with_a_record_that_exists() -> None:
+    for declared in inputs.INPUT_FILES:
+        if declared.record:
+            module, name = declared.record.split(":")
+            assert hasattr(importlib.import_module(module), name), declared

@@ -165,6 +165,12 @@ class KubernetesSource:
 def release(version: str, patches: list[Path] | tuple[Path, ...] = ()) -> KubernetesSource:
     if not RELEASE.fullmatch(version):
         raise SourceError(f"--k8s-version {version!r} is not a Kubernetes release (want v1.MINOR.PATCH, e.g. v1.37.1)")
+    seen: dict[str, Path] = {}
+    for p in patches:  # the second application of a patch fails, and only in the build
+        key = os.path.realpath(p)
+        if key in seen:
+            raise SourceError(f"--k8s-patch {p} is given twice (as {seen[key]} before): a patch applies once")
+        seen[key] = Path(p)
     return KubernetesSource(version, tuple(read_patch(p) for p in patches))
 
 

@@ -379,7 +379,10 @@ def _writable_report_paths(config: pytest.Config, results: Path) -> None:
     problem = directory_problem(results, "--results-dir")
     xmlpath = config.option.xmlpath
     if problem is None and xmlpath:
-        junit = Path(config.invocation_params.dir, xmlpath).resolve()
+        junit = Path(os.path.abspath(Path(config.invocation_params.dir, xmlpath)))
+        if junit.is_dir():
+            raise pytest.UsageError(f"--junitxml {xmlpath} is a directory: name the report's file, e.g."
+                                    f" {Path(xmlpath) / 'junit.xml'}")
         if junit.parent != results:
             problem = directory_problem(junit.parent, "--junitxml's directory", parents=True)
     if problem:
