@@ -293,8 +293,8 @@ def _first_not_directory(path: Path) -> Path | None:
 
 def tilde_hint(path: Path | str) -> str:
     """A path that starts with "~" reached the suite unexpanded (quoted, or after "="): say so."""
-    return " (a '~' is expanded by the shell only at the start of a word: write $HOME instead)" \
-        if str(path).startswith("~") else ""
+    unexpanded = str(path).startswith("~") or "~" in Path(path).parts
+    return " (a '~' is expanded by the shell only at the start of a word: write $HOME instead)" if unexpanded else ""
 
 
 def path_problem(path: Path, error: OSError) -> str:
@@ -584,7 +584,7 @@ def docker_host(text: str) -> str:
     match = re.fullmatch(r"(unix|tcp|ssh|fd|npipe)://(\S*)", text)
     if not match:
         raise ValueError("is not a Docker endpoint: want unix:///var/run/docker.sock, tcp://HOST:PORT or"
-                         " ssh://USER@HOST (or unset it for the local engine)")
+                         " ssh://HOST (or unset it for the local engine)")
     scheme, rest = match.groups()
     if scheme == "tcp" and not re.fullmatch(r"[^\s:/]+(?::[0-9]{1,5})?/?", rest):
         raise ValueError("is not tcp://HOST:PORT")
@@ -907,8 +907,10 @@ def load_yaml(path: Path | str, what: str, model: type[M], fix: str = "") -> M:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise UsageError(f"{_label(what, path)} is not valid YAML{where}: {problem}" + (f": {fix}" if fix else "")) \
-            from None
+        # the parser's words in parentheses: "...cannot start any token: pass ..." reads as a credential
+        # to clusters/redact.py, which masks it
+        raise UsageError(f"{_label(what, path)} is not valid YAML ({where.strip(' ()')}: {problem})"
+                         + (f": {fix}" if fix else "")) from None
     return parse_record(data, model, _label(what, path), fix)
 
 

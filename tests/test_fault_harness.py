@@ -362,7 +362,7 @@ def plugin_cases(fx: Fixtures) -> list[Case]:
                                                  for f in (flag, other)]
             cases.append(_suite_case(f"{flag}-and-{other}", argv, (flag,)))
     cases += [
-        _suite_case("-n-with-vm", ["--provider=vm", "-n", "2"], ("-n 2",)),
+        _suite_case("-n-with-vm", ["--provider=vm", "-n", "2"], ("-n (2",)),
         _suite_case("-n-and-a-bad-value", ["--behaviors=", "-n", "2"], ("--behaviors",)),
         _suite_case("gate-behaviors-without-gate", ["--gate-behaviors=NoSwap"], ("--gate-behaviors",)),
         _suite_case("bad-k", ["-k", "a and"], ("-k",)),

@@ -169,7 +169,8 @@ def release(version: str, patches: list[Path] | tuple[Path, ...] = ()) -> Kubern
     for p in patches:  # the second application of a patch fails, and only in the build
         key = os.path.realpath(p)
         if key in seen:
-            raise SourceError(f"--k8s-patch {p} is given twice (as {seen[key]} before): a patch applies once")
+            first = "" if str(seen[key]) == str(p) else f" (as {seen[key]} before)"
+            raise SourceError(f"--k8s-patch {p} is given twice{first}: a patch applies once")
         seen[key] = Path(p)
     return KubernetesSource(version, tuple(read_patch(p) for p in patches))
 

@@ -163,7 +163,8 @@ def _workers(config: pytest.Config, provider: str, behaviors: list[str]) -> None
     be on the node meanwhile (clusters/vm_provider.py)."""
     workers = config.getoption("numprocesses", None)
     if provider == "vm" and len(behaviors) > 1 and workers not in (None, 0, 1):
-        raise pytest.UsageError(f"-n {workers} with --provider vm testing {', '.join(behaviors)}: the vm node runs"
+        raise pytest.UsageError(f"-n ({workers} pytest-xdist workers) with --provider vm testing {', '.join(behaviors)}:"
+                                " the vm node runs"
                                 " one behavior at a time and switching it restarts its kubelet under the other"
                                 " workers' tests; drop -n (the vm provider runs its tests one by one), or test one"
                                 " behavior per run (--behaviors LimitedSwap)")
@@ -380,9 +381,6 @@ def _writable_report_paths(config: pytest.Config, results: Path) -> None:
     xmlpath = config.option.xmlpath
     if problem is None and xmlpath:
         junit = Path(os.path.abspath(Path(config.invocation_params.dir, xmlpath)))
-        if junit.is_dir():
-            raise pytest.UsageError(f"--junitxml {xmlpath} is a directory: name the report's file, e.g."
-                                    f" {Path(xmlpath) / 'junit.xml'}")
         if junit.parent != results:
             problem = directory_problem(junit.parent, "--junitxml's directory", parents=True)
     if problem:
