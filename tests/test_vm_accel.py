@@ -230,7 +230,7 @@ def test_forced_kvm_stops_the_library_up_before_the_build(fake: Path, monkeypatc
 
 
 def test_forced_kvm_fails_the_vm_providers_preflight(fake: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from clusters.preflight import PreflightError
+    from clusters.checks import PreflightError
     from clusters.vm import hostcheck
     from clusters.vm_provider import VmProvider
 
