@@ -13,39 +13,67 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
-import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from clusters import cli, inputs
 from e2e.record import CALLS_PROPERTY, PHASE_PROPERTY, TURN_PROPERTY
+
+
+class Phase(BaseModel):
+    """A test's phase as e2e/record.py Recorder.phase writes it (PHASE_PROPERTY)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: str
+    t: float
+
+
+class Turn(BaseModel):
+    """A test's turn as e2e/plugin/nodes.py writes it (TURN_PROPERTY); "scope" since 2026-11-26."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    worker: str
+    alone: bool
+    start: float
+    waited: float
+    end: float
+    scope: str | None = None
+
+
+def _report(junit: Path) -> inputs.JUnitReport:
+    return inputs.read_junit(junit, "")
+
+
+def _property(case: inputs.JUnitCase, name: str, model: Any, junit: Path) -> list[Any]:
+    """The values of a test's property ``name`` (JSON), each parsed into ``model``; a UsageError
+    naming the report, the test and the property for one that is not."""
+    return [inputs.load_json(value, model, f"{junit}: {case.name}: property {name}") for value in case.values(name)]
 
 
 def cases(junit: Path) -> list[tuple[float, str, str, list[dict]]]:
     """(seconds, module, test name, phases) per test case."""
-    found = []
-    for case in ET.parse(junit).iter("testcase"):
-        phases = [json.loads(p.get("value", "{}")) for p in case.iter("property") if p.get("name") == PHASE_PROPERTY]
-        found.append((float(case.get("time") or 0), (case.get("classname") or "").rsplit(".", 1)[-1],
-                      case.get("name") or "", phases))
-    return found
+    return [(case.time, case.classname.rsplit(".", 1)[-1], case.name,
+             [phase.model_dump() for phase in _property(case, PHASE_PROPERTY, Phase, junit)])
+            for case in _report(junit).cases]
 
 
 def calls(junit: Path) -> dict[str, collections.Counter[str]]:
     """Per module, what its tests asked of the nodes (summed CALLS_PROPERTY)."""
     found: dict[str, collections.Counter[str]] = {}
-    for case in ET.parse(junit).iter("testcase"):
-        module = (case.get("classname") or "").rsplit(".", 1)[-1]
-        for p in case.iter("property"):
-            if p.get("name") == CALLS_PROPERTY:
-                found.setdefault(module, collections.Counter()).update(json.loads(p.get("value", "{}")))
+    for case in _report(junit).cases:
+        module = case.classname.rsplit(".", 1)[-1]
+        for spent in _property(case, CALLS_PROPERTY, dict[str, int], junit):
+            found.setdefault(module, collections.Counter()).update(spent)
     return found
 
 
 def turns(junit: Path) -> list[dict]:
     """Each test's turn: {"worker", "alone", "scope", "start", "waited", "end"} (tests that got
     one; "scope": what an alone test held, "host" or its node, absent before 2026-11-26)."""
-    return [json.loads(p.get("value", "{}")) for case in ET.parse(junit).iter("testcase")
-            for p in case.iter("property") if p.get("name") == TURN_PROPERTY]
+    return [turn.model_dump(exclude_none=True) for case in _report(junit).cases
+            for turn in _property(case, TURN_PROPERTY, Turn, junit)]
 
 
 def turn_summary(found: list[dict]) -> list[str]:
@@ -77,11 +105,19 @@ def turn_summary(found: list[dict]) -> list[str]:
     return lines
 
 
+def parser() -> cli.Parser:
+    ap = cli.Parser(prog="python -m bench.junit_times", description=__doc__.split("\n\n")[0])
+    ap.add_argument("junit", type=inputs.junit_file, help="a JUnit XML report of a run of the suite")
+    ap.add_argument("--slowest", type=cli.count, default=10, help="how many of the slowest tests to list (10)")
+    ap.add_argument("--debug", action="store_true", help="a failure's traceback too")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.junit_times", description=__doc__.split("\n\n")[0])
-    ap.add_argument("junit", type=Path)
-    ap.add_argument("--slowest", type=int, default=10)
-    a = ap.parse_args(argv)
+    return cli.run(_main, parser().parse_args(argv), command="bench.junit_times")
+
+
+def _main(a: argparse.Namespace) -> int:
     rows = cases(a.junit)
     modules: collections.Counter[str] = collections.Counter()
     for seconds, module, _, _ in rows:
@@ -101,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {module}: " + ", ".join(f"{k} {v}" for k, v in spent.most_common()))
     print("\nturns:")
     print("\n".join(turn_summary(turns(a.junit))))
-    return 0
+    return cli.Exit.OK
 
 
 if __name__ == "__main__":

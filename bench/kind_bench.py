@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.vm_bench import host_description, not_started_here, print_rows, started_here  # noqa: E402
-from clusters import kind_config, shared  # noqa: E402
+from clusters import cli, inputs, kind_config, shared  # noqa: E402
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP  # noqa: E402
 from clusters.kind_provider import KindProvider  # noqa: E402
 from clusters.vm import nodeimage  # noqa: E402
@@ -61,20 +61,27 @@ def run_suite(env: dict[str, str], image: str, workers: int | None) -> tuple[flo
     return time.monotonic() - t0, (lines[-1].strip("= ") if lines else f"exit {done.returncode}")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def parser() -> cli.Parser:
+    ap = cli.Parser(prog="python bench/kind_bench.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cold", action="store_true", help="rebuild the node image's rootfs and archive first")
     ap.add_argument("--suite", action="store_true", help="also run the whole suite with -n 2 and without -n")
     ap.add_argument("--keep", action="store_true", help="leave the kind host running")
-    ap.add_argument("--state-dir", type=Path, default=None,
+    ap.add_argument("--state-dir", type=inputs.state_directory, default=None,
                     help="the kind host's state directory (default <cache>/bench/kind-host)")
-    a = ap.parse_args()
+    ap.add_argument("--debug", action="store_true", help="a failure's traceback too")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(_main, parser().parse_args(argv), command="bench.kind_bench")
+
+
+def _main(a: argparse.Namespace) -> int:
     root = cache_root()
     host = KindHost(a.state_dir or root / "bench" / "kind-host")
     refused = not_started_here(host, "python -m clusters.vm kind-host down")
     if refused:
-        print(f"error: {refused}", file=sys.stderr)
-        return 2
+        raise cli.NotReady(refused)
     rows: list[tuple[str, str]] = [("host", host_description())]
 
     if a.cold:
@@ -120,7 +127,7 @@ def main() -> int:
         if not a.keep and started_here(host, state):
             host.down(quiet=True)
     print_rows(rows)
-    return 0
+    return cli.Exit.OK
 
 
 if __name__ == "__main__":

@@ -45,13 +45,14 @@ import shlex
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ConfigDict
+
 from clusters import behaviors as swap_behaviors
-from clusters import cli, versions
+from clusters import cli, inputs, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "measurements" / "matrix.md"
@@ -136,25 +137,36 @@ class Cell:
     exit_code: int | None = None
     results_dir: str = ""
 
+    # read back with its types checked (clusters/inputs.py); fields a later version of the bench
+    # keeps are let by
+    __pydantic_config__ = ConfigDict(strict=True, extra="ignore")
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "Cell":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in json.loads(text).items() if k in known})
+    def from_json(cls, text: str, source: str = "kept cell") -> "Cell":
+        return inputs.load_json(text, cls, source)
 
 
 def kept_path(store: Path, run: Run, behavior: str) -> Path:
     return run.directory(store) / f"{behavior}.json"
 
 
-def kept(store: Path, run: Run, behavior: str) -> Cell | None:
-    path = kept_path(store, run, behavior)
-    try:
-        return Cell.from_json(path.read_text())
-    except (OSError, ValueError, TypeError):
+def read_kept(path: Path) -> Cell | None:
+    """A kept cell; None where there is none, or where the file is not one (said: it is run again,
+    and left out of the table, rather than trusted)."""
+    if not path.exists():
         return None
+    try:
+        return Cell.from_json(inputs.read_text(path, "kept cell"), f"kept cell {path}")
+    except inputs.UsageError as error:
+        _say(f"{error}: left out, run again")
+        return None
+
+
+def kept(store: Path, run: Run, behavior: str) -> Cell | None:
+    return read_kept(kept_path(store, run, behavior))
 
 
 def is_done(cell: Cell | None, suite: str) -> bool:
@@ -214,20 +226,17 @@ def read_junit(junit: Path) -> list[tuple[object, bool]]:
     from e2e import verdict
 
     found = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        properties = {p.get("name"): p.get("value", "") for p in case.iter("property")}
-        behavior = properties.get(verdict.BEHAVIOR_PROPERTY, "")
+    for case in inputs.read_junit(junit, "the run's JUnit report").cases:
+        behavior = next(iter(case.values(verdict.BEHAVIOR_PROPERTY)), "")
         if not behavior:
             continue
-        nodeid = _nodeid(case.get("classname", ""), case.get("name", ""))
-        bad = case.find("failure")
-        bad = bad if bad is not None else case.find("error")
-        skipped = case.find("skipped")
+        nodeid = _nodeid(case.classname, case.name)
+        bad = case.failure or case.error
         if bad is not None:
-            text = (bad.text or "").lstrip() + " " + (bad.get("message") or "")
+            text = bad.text.lstrip() + " " + bad.message
             found.append((verdict.Result(nodeid, behavior, "failed"), GATE_MARK in text))
-        elif skipped is not None:
-            found.append((verdict.Result(nodeid, behavior, "skipped", skipped.get("message") or ""), False))
+        elif case.skipped is not None:
+            found.append((verdict.Result(nodeid, behavior, "skipped", case.skipped.message), False))
         else:
             found.append((verdict.Result(nodeid, behavior, "passed"), False))
     return found
@@ -266,7 +275,12 @@ def judge(run: Run, results_dir: Path, exit_code: int | None, why_not: str = "")
         for cell in cells:
             cell.problems = [reason]
         return cells
-    tests = read_junit(junit)
+    try:
+        tests = read_junit(junit)
+    except inputs.UsageError as error:  # a report cut short (a run killed while writing it)
+        for cell in cells:
+            cell.problems = [str(error)]
+        return cells
     kubelets = nodes_in_report(results_dir / report.MATRIX_MD)
     for cell in cells:
         mine = [(r, marked) for r, marked in tests if r.behavior == cell.behavior]
@@ -404,11 +418,8 @@ def every_kept(store: Path, builds: set[str]) -> list[Cell]:
     for path in sorted(store.glob("*/*/*.json")):
         if path.parents[1].name not in builds:
             continue
-        try:
-            cell = Cell.from_json(path.read_text())
-        except (OSError, ValueError, TypeError):
-            continue
-        if cell.minor in versions.SUPPORTED:
+        cell = read_kept(path)
+        if cell is not None and cell.minor in versions.SUPPORTED:
             cells.append(cell)
     return cells
 
@@ -460,15 +471,14 @@ def table(cells: Sequence[Cell], suite: str) -> str:
 # --- the command -------------------------------------------------------------------------------
 
 def _listed(choices: Sequence[str], what: str, why: str) -> Callable[[str], list[str]]:
+    @inputs.typed("choice", what)
     def parse(text: str) -> list[str]:
         items = list(dict.fromkeys(i.strip() for i in text.split(",") if i.strip()))
         unknown = [i for i in items if i not in choices]
         if unknown or not items:
-            raise argparse.ArgumentTypeError(f"{', '.join(unknown) or repr(text)}: not {what}; choose from"
-                                             f" {', '.join(choices)} ({why})")
+            raise ValueError(f"{', '.join(unknown) or repr(text)}: not {what}; choose from {', '.join(choices)} ({why})")
         return items
 
-    parse.__name__ = what
     return parse
 
 
@@ -485,26 +495,35 @@ def parser() -> cli.Parser:
     p.add_argument("--kind-images", choices=("build", "published"), default="build",
                    help="kind: build each minor's pinned release into a node image (default), or run kind's"
                         " published image of the minor (clusters/kind/node-images.yaml)")
-    p.add_argument("--store", type=Path, default=None,
+    p.add_argument("--store", type=inputs.state_directory, default=None,
                    help="where each cell's result and each run's results directory are kept (default: <cache"
                         " root>/matrix, e.g. ~/.cache/kube-swap-conformance/matrix)")
-    p.add_argument("--table", type=Path, default=TABLE, help="the Markdown table (default: docs/measurements/matrix.md)")
+    p.add_argument("--table", type=inputs.output_file, default=TABLE,
+                   help="the Markdown table (default: docs/measurements/matrix.md)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its commands, run nothing")
     p.add_argument("--rerun", action="store_true", help="run every selected cell, kept or not")
     p.add_argument("--debug", action="store_true", help="a failure's traceback too")
-    p.add_argument("pytest_args", nargs="*", help="after --: more arguments for every run of the suite")
+    p.add_argument("pytest_args", nargs="*", type=inputs.pytest_arg,
+                   help="after --: more arguments for every run of the suite")
     return p
 
 
 def main(argv: list[str] | None = None, runner: Runner | None = None) -> int:
     args = parser().parse_args(argv)
-    return cli.run(lambda a: _main(a, runner or Runner()), args)
+    return cli.run(lambda a: _main(a, runner or Runner()), args, command="bench.matrix")
 
 
 def _main(a: argparse.Namespace, runner: Runner) -> int:
     from bench.mutants import suite_hash
     from workloads.cache import cache_root
 
+    from bench.mutants.__main__ import pytest_args_problem
+
+    if a.pytest_args and not a.dry_run:
+        for provider in a.providers:  # what pytest says of them, before the first build
+            problem = pytest_args_problem(provider, a.pytest_args)
+            if problem:
+                raise cli.UsageError(problem)
     store = (a.store or cache_root() / "matrix").resolve()
     suite = suite_hash(ROOT)
     minors = [m for m in versions.SUPPORTED if m in a.minors]  # the table's order

@@ -24,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from clusters import cli  # noqa: E402
+from clusters import inputs  # noqa: E402
 from clusters.vm import VmCluster  # noqa: E402
 from clusters.vm import build as vbuild  # noqa: E402
 from clusters.vm import image as vimage  # noqa: E402
@@ -120,21 +122,29 @@ def pod_to_running(vm: VmCluster, timeout: float = 900) -> float:
         core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--behavior", default="LimitedSwap")
-    ap.add_argument("--kernel", default="6.12")
-    ap.add_argument("--k8s-version", default=vbuild.DEFAULT_K8S_VERSION)
-    ap.add_argument("--keep", action="store_true", help="leave the VM running")
-    ap.add_argument("--state-dir", type=Path, default=None,
-                    help="the VM's state directory (default <cache>/bench/vm-bench)")
-    a = ap.parse_args()
+def parser() -> cli.Parser:
+    from clusters.vm.__main__ import k8s_version
 
+    ap = cli.Parser(prog="python bench/vm_bench.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--behavior", type=cli.behavior, default="LimitedSwap")
+    ap.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
+    ap.add_argument("--k8s-version", type=k8s_version, default=vbuild.DEFAULT_K8S_VERSION)
+    ap.add_argument("--keep", action="store_true", help="leave the VM running")
+    ap.add_argument("--state-dir", type=inputs.state_directory, default=None,
+                    help="the VM's state directory (default <cache>/bench/vm-bench)")
+    ap.add_argument("--debug", action="store_true", help="a failure's traceback too")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(_main, parser().parse_args(argv), command="bench.vm_bench")
+
+
+def _main(a: argparse.Namespace) -> int:
     vm = VmCluster(a.state_dir or cache_root() / "bench" / "vm-bench", k8s_version=a.k8s_version, kernel=a.kernel)
     refused = not_started_here(vm, "python -m clusters.vm down")
     if refused:
-        print(f"error: {refused}", file=sys.stderr)
-        return 2
+        raise cli.NotReady(refused)
     root = vm.cache_dir
     rows: list[tuple[str, str]] = [("host", host_description())]
     cold_needed = not all(c.is_cached(root) for c in (
@@ -170,7 +180,7 @@ def main() -> int:
         if not a.keep and started_here(vm, started):
             vm.down(quiet=True)
     print_rows(rows)
-    return 0
+    return cli.Exit.OK
 
 
 def print_rows(rows: list[tuple[str, str]]) -> None:

@@ -27,6 +27,10 @@ def normalize(behavior: str) -> str:
         return NO_SWAP
     if behavior in ALL_BEHAVIORS:
         return behavior
+    cased = [b for b in ALL_BEHAVIORS if b.lower() == behavior.strip().lower()]
+    if cased:
+        raise UnknownBehaviorError(f"unknown swap behavior {behavior!r}: the kubelet's names are case-sensitive,"
+                                   f" write {cased[0]}")
     raise UnknownBehaviorError(
         f"unknown swap behavior {behavior!r}: choose from {', '.join(ALL_BEHAVIORS)}"
         " (UnlimitedSwap was removed from the kubelet in v1.30)"

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from clusters import behaviors as swap_behaviors
+from clusters import inputs
 from clusters.checks import PreflightError
 from clusters.redact import redact
 
@@ -33,10 +33,17 @@ MIN_NODE_MEMORY_MIB = 2048
 # The kind host holds a kind control plane and a worker per behavior, about 1 GiB each
 # (clusters/preflight.py MEMORY_PER_KIND_NODE), and Docker.
 MIN_KIND_HOST_MEMORY_MIB = 4096
+# A guest's swap file is made at boot on its disk (clusters/vm/image.py DISK_SIZE, 12 GiB;
+# clusters/vm/kindhost.py DISK_SIZE, 40 GiB), beside the root filesystem, which the baked node
+# image already fills to about 2 GiB: 4 GiB of each disk is kept for the rest. A larger file
+# fails in the guest, minutes into its boot.
+MAX_NODE_SWAP_MIB = 12 * 1024 - 4096
+MAX_KIND_HOST_SWAP_MIB = 40 * 1024 - 4096
 
 
-class UsageError(ValueError):
-    """A value the command line or the environment gave that cannot work: exit 4."""
+# A value the command line, the environment or an input file gave that cannot work: exit 4.
+# Declared with the values it is about (clusters/inputs.py), which this module imports.
+UsageError = inputs.UsageError
 
 
 class NotReady(RuntimeError):
@@ -44,41 +51,25 @@ class NotReady(RuntimeError):
     reached, a guest that is already starting): exit 3, like a failed preflight."""
 
 
-def mib(minimum: int = 1, why: str = "") -> Callable[[str], int]:
-    """An argparse type: a whole number of MiB, at least ``minimum`` (``why`` says why)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of MiB") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be a positive number of MiB, got {value}")
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} MiB is too small: at least {minimum} MiB" + (f" ({why})" if why else ""))
-        return value
-
-    parse.__name__ = "MiB"
-    return parse
+def mib(minimum: int = 1, why: str = "", guest: bool = False, maximum: int | None = None,
+        why_at_most: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number of MiB, at least ``minimum`` (``why`` says why), at most
+    ``maximum``; ``guest``: at most this host's memory (clusters/inputs.py)."""
+    return inputs.mib(minimum, why, guest, maximum, why_at_most)
 
 
-def count(text: str) -> int:
-    """An argparse type: a whole number, at least 1 (a CPU count)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def node_swap() -> Callable[[str], int]:
+    return mib(maximum=MAX_NODE_SWAP_MIB, why_at_most="the swap file and the node's files share its 12 GiB disk")
 
 
-def behavior(text: str) -> str:
-    """An argparse type: one swapBehavior, by the kubelet's (case-sensitive) name."""
-    try:
-        return swap_behaviors.normalize(text)
-    except swap_behaviors.UnknownBehaviorError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def kind_host_swap() -> Callable[[str], int]:
+    return mib(maximum=MAX_KIND_HOST_SWAP_MIB, why_at_most="the swap file, Docker's images and the kind nodes share its"
+                                                           " 40 GiB disk")
+
+
+count = inputs.count  # an argparse type: a whole number, at least 1
+cpus = inputs.cpus  # an argparse type: a guest's vCPUs, at most this host's CPUs
+behavior = inputs.behavior  # an argparse type: one swapBehavior, by the kubelet's (case-sensitive) name
 
 
 class Parser(argparse.ArgumentParser):
@@ -90,10 +81,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
-        known: Sequence[type[BaseException]] = ()) -> int:
+        known: Sequence[type[BaseException]] = (), command: str = "") -> int:
     """The one error path of a command: its message and exit code, no traceback unless --debug.
 
-    UsageError: 4; a PreflightError (clusters.checks) or NotReady: its message, 3; Ctrl-C/SIGTERM: 2;
+    First the environment variables ``command`` reads ("clusters.vm up": clusters/inputs.py
+    VARIABLES), before anything else: a bad one is a usage error. Then UsageError: 4; a PreflightError (clusters.checks) or NotReady: its message, 3; Ctrl-C/SIGTERM: 2;
     an error of a type in ``known`` (a failed build, a guest that did not boot): its message, 1;
     anything else: what it was, and that --debug shows where, 1. Whatever it prints goes through
     clusters.redact: a message may carry a kubeconfig's URL, a token, a tool's output."""
@@ -105,6 +97,7 @@ def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         print(redact(message), file=sys.stderr)
 
     try:
+        inputs.check_environment(command)
         return main(args)
     except KeyboardInterrupt:
         print("interrupted: what this command had started is stopped", file=sys.stderr)

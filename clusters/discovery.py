@@ -6,7 +6,6 @@ import json
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from clusters import waits
@@ -19,20 +18,30 @@ class DiscoveryError(RuntimeError):
     pass
 
 
-def _check_kubeconfig(kubeconfig: str) -> None:
-    """A readable YAML mapping with clusters, contexts and users, or one clear error."""
+def check_kubeconfig(kubeconfig: str, what: str = "kubeconfig") -> None:
+    """A readable UTF-8 YAML mapping with clusters, contexts and users, each a list of named
+    entries (clusters/inputs.py reads it and its shape), or one DiscoveryError; ``what`` names
+    where its path came from (--kubeconfig, KUBECONFIG)."""
     import yaml
 
+    from clusters import inputs
+
     try:
-        loaded = yaml.safe_load(Path(kubeconfig).read_text())
-    except OSError as error:
-        raise DiscoveryError(f"cannot read kubeconfig {kubeconfig}: {error.strerror}") from None
+        text = inputs.read_text(kubeconfig, what)
+    except inputs.UsageError as error:
+        raise DiscoveryError(str(error)) from None
+    try:
+        loaded = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise DiscoveryError(f"kubeconfig {kubeconfig} is not valid YAML: {str(error).splitlines()[0]}") from None
+        raise DiscoveryError(f"{what} {kubeconfig} is not valid YAML: {str(error).splitlines()[0]}") from None
     if not isinstance(loaded, dict) or not all(loaded.get(k) for k in ("clusters", "contexts", "users")):
         shape = type(loaded).__name__ if not isinstance(loaded, dict) else f"a mapping of {sorted(loaded)}"
         raise DiscoveryError(f"{kubeconfig} is not a kubeconfig: expected a mapping with clusters, contexts and"
-                             f" users, found {shape}")
+                             f" users, found {shape}" + (f" ({what})" if what != "kubeconfig" else ""))
+    try:
+        inputs.parse_record(loaded, inputs.Kubeconfig, f"{what} {kubeconfig} is not a kubeconfig")
+    except inputs.UsageError as error:
+        raise DiscoveryError(str(error)) from None
 
 
 # Every request of every client: an API server that stops answering (etcd stalled on an
@@ -71,7 +80,7 @@ def api_client(kubeconfig: str, retries: bool = True) -> Any:
     off every retry (urllib3's hidden ones too), so a caller's time budget is the real one."""
     from kubernetes import client, config
 
-    _check_kubeconfig(kubeconfig)
+    check_kubeconfig(kubeconfig)
     configuration = client.Configuration()
     configuration.retries = _read_retry() if retries else False
     try:

@@ -70,23 +70,25 @@ class ConfigPatchError(ValueError):
     pass
 
 
-def load_patch(path: Path) -> dict[str, Any]:
-    """A host profile (kind config fragment) to append to every cluster's config, checked."""
+def load_patch(path: Path, what: str = "kind config patch") -> dict[str, Any]:
+    """A host profile (kind config fragment) to append to every cluster's config, checked: a
+    readable UTF-8 YAML file (clusters/inputs.py) whose fields are kind's patch lists, each of the
+    type kind takes, none touching the kubelet's configuration. ``what`` names where the path
+    came from (the option, or the variable that is its default)."""
+    from clusters import inputs
+
+    fix = "pass a kind config fragment of kubeadmConfigPatches/containerdConfigPatches, e.g." \
+          " clusters/kind/profiles/emulated-host.yaml"
     try:
-        patch = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigPatchError(f"kind config patch {path}: {error}") from None
-    allowed = {"kubeadmConfigPatches", "kubeadmConfigPatchesJSON6902", "containerdConfigPatches"}
-    if not isinstance(patch, dict) or not patch or set(patch) - allowed:
-        raise ConfigPatchError(f"kind config patch {path}: a mapping of only {sorted(allowed)}"
-                               f" is accepted, got {sorted(patch) if isinstance(patch, dict) else type(patch).__name__}")
-    texts = [str(p) for p in patch.get("kubeadmConfigPatches") or []]
-    texts += [f"{p.get('kind')}" for p in patch.get("kubeadmConfigPatchesJSON6902") or [] if isinstance(p, dict)]
+        patch = inputs.load_yaml(path, what, inputs.KindConfigPatch, fix)
+    except inputs.UsageError as error:
+        raise ConfigPatchError(str(error)) from None
+    texts = list(patch.kubeadmConfigPatches) + [p.kind for p in patch.kubeadmConfigPatchesJSON6902]
     for kind in _PROTECTED_KINDS:
         if any(kind in text for text in texts):
-            raise ConfigPatchError(f"kind config patch {path} touches the {kind}: the swap settings under"
+            raise ConfigPatchError(f"{what} {path} touches the {kind}: the swap settings under"
                                    " test come from the committed per-behavior configs only")
-    return patch
+    return patch.model_dump(exclude_unset=True)
 
 
 def render(behavior: str, node_image: str | None = None, api_server_port: int | None = None,

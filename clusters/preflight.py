@@ -6,7 +6,6 @@ can be tested for real on this machine and with injected contents for the other 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -17,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters import commands, versions
+from clusters import commands, inputs, versions
 from clusters.checks import Check
 from clusters.kernel import kernel_supports_noswap
 from workloads.cache import CACHE_VARIABLES, writable_cache_root
@@ -173,12 +172,7 @@ def check_docker(run: Runner = commands.run) -> Check:
             "install Docker Engine (https://docs.docker.com/engine/install/) or use --provider vm",
         )
     try:
-        result = run(
-            ["docker", "info", "--format", "{{.ServerVersion}} {{.CgroupVersion}}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = run(["docker", "info", "--format", "{{json .}}"], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         return Check("docker", False, "`docker info` did not answer in 30 s", "restart the Docker engine")
     if result.returncode != 0:
@@ -190,19 +184,26 @@ def check_docker(run: Runner = commands.run) -> Check:
             "start it (sudo systemctl start docker) and make sure this user may use it"
             " (sudo usermod -aG docker $USER, then log in again)",
         )
-    version, _, cgroup = result.stdout.strip().partition(" ")
-    if cgroup.strip() == "1":
+    # The docker CLI prints its info JSON, emptied, and exits 0 whatever answered (an HTML page, a
+    # proxy): the answer is a typed record (clusters/inputs.py DockerInfo) that refuses that.
+    try:
+        info = inputs.docker_info(result.stdout)
+    except inputs.NotAnEngine as error:
+        said = (result.stderr or "").strip().splitlines()
+        return Check("docker", False, str(error) + (f" ({said[-1]})" if said else ""),
+                     "point DOCKER_HOST at a Docker engine, or unset it for the local one (the kind host's:"
+                     " eval \"$(python -m clusters.vm kind-host env)\")")
+    if info.CgroupVersion == "1":
         return Check(
             "docker",
             False,
-            f"Docker {version} runs with cgroup v1: kind nodes would be cgroup v1, where the"
+            f"Docker {info.ServerVersion} runs with cgroup v1: kind nodes would be cgroup v1, where the"
             " kubelet refuses LimitedSwap",
             "run Docker on a cgroup v2 host (see the cgroup v2 check)",
         )
-    return Check("docker", True, f"Docker {version}, cgroup v{cgroup.strip() or '?'}")
+    return Check("docker", True, f"Docker {info.ServerVersion}, cgroup v{info.CgroupVersion}")
 
 
-_KIND_VERSION = re.compile(r"kind v(\d+)\.(\d+)\.(\d+)")
 # The kind release the suite is proven with (clusters/versions.py); older ones are refused.
 MIN_KIND = tuple(int(x) for x in versions.KIND.lstrip("v").split("."))
 # kubeadm 1.37 refuses the v1beta3 config API that older kind releases write.
@@ -217,7 +218,8 @@ def kind_binary_problem(kind_bin: str) -> str | None:
     """What is wrong with --kind-bin as a file, before running it: a path that does not exist, is
     a directory or is not executable, or a name PATH does not have; None when it can run."""
     if os.sep not in kind_bin:
-        return None if shutil.which(kind_bin) else f"{kind_bin!r} is not on PATH"
+        named = "kind" if kind_bin == "kind" else f"--kind-bin {kind_bin!r}"
+        return None if shutil.which(kind_bin) else f"{named} is not on PATH"
     path = Path(kind_bin)
     if path.is_dir():
         return f"--kind-bin {kind_bin} is a directory, not the kind binary"
@@ -246,11 +248,16 @@ def check_kind(kind_bin: str, node_version: tuple[int, int, int] | None, run: Ru
     except subprocess.TimeoutExpired:
         return Check("kind", False, f"`{path} version` did not answer in {KIND_VERSION_SECONDS} s",
                      f"reinstall kind: {KIND_INSTALL}")
-    match = _KIND_VERSION.search(result.stdout)
-    if result.returncode != 0 or not match:
-        return Check("kind", False, f"`{path} version` failed: {result.stderr.strip() or result.stdout.strip()}",
+    # its one line, as a typed record: anything else (nothing, a wrapper's banner, another
+    # program's version) is not kind
+    said = inputs.kind_version(result.stdout) if result.returncode == 0 else None
+    if said is None:
+        what = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["nothing"]
+        how = "failed" if result.returncode != 0 else "said"
+        return Check("kind", False, f"`{path} version` {how}: {what[0][:200]}"
+                     + ("" if result.returncode != 0 else ", not kind's version line (kind vX.Y.Z goX linux/ARCH)"),
                      f"reinstall kind: {KIND_INSTALL}")
-    version = tuple(int(x) for x in match.groups())
+    version = said.version
     if version < MIN_KIND:
         return Check("kind", False, f"kind v{'.'.join(map(str, version))} at {path} is older than {versions.KIND},"
                      " the release this suite is proven with", f"{KIND_INSTALL}, and put it first on PATH")
@@ -298,11 +305,10 @@ def docker_host(run: Runner = commands.run) -> DockerHost | None:
     if result.returncode != 0:
         return None
     try:
-        info = json.loads(result.stdout)
-    except ValueError:
+        info = inputs.docker_info(result.stdout)
+    except inputs.NotAnEngine:
         return None
-    return DockerHost(str(info.get("Name", "")), str(info.get("KernelVersion", "")), str(info.get("CgroupVersion", "")),
-                      int(info.get("MemTotal") or 0), os.environ.get("DOCKER_HOST", ""))
+    return DockerHost(info.Name, info.KernelVersion, info.CgroupVersion, info.MemTotal, os.environ.get("DOCKER_HOST", ""))
 
 
 def read_docker_host_files(image: str, run: Runner = commands.run) -> tuple[str, str] | None:

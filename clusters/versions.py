@@ -20,10 +20,12 @@ import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from clusters import cli
+from clusters import cli, inputs
+from clusters.redact import redact
 
 # The Kubernetes minors the suite supports, each with the newest patch of it the Go module proxy
 # served buildable (.info, .mod and .zip) when it was last probed. The release gate holds only
@@ -81,7 +83,7 @@ def out_of_range(what: str, version: tuple[int, ...] | str) -> str | None:
             " (clusters/versions.py SUPPORTED)")
 
 
-DEFAULT_GOPROXY = "https://proxy.golang.org"
+DEFAULT_GOPROXY = inputs.DEFAULT_GOPROXY
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 # A minor's probe goes on past this many refused patches in a row after the last served one
 # (v1.34.6 is refused between served patches) before it concludes there are no more.
@@ -105,24 +107,20 @@ class ProxyUnreachable(cli.NotReady):
 def module_proxy(value: str | None = None) -> str:
     """The module proxy the suite asks by URL: the first URL in GOPROXY (Go's list, entries
     separated by "," or "|"), as `go` tries them. "off" or "direct" before any URL leave none:
-    the suite asks the proxy for versions and module files by name, which VCS access cannot do."""
+    the suite asks the proxy for versions and module files by name, which VCS access cannot do.
+    The syntax is clusters/inputs.py's (the variable's one declaration)."""
     value = os.environ.get("GOPROXY", DEFAULT_GOPROXY) if value is None else value
-    for entry in re.split(r"[,|]", value or DEFAULT_GOPROXY):
-        entry = entry.strip()
-        if entry in ("off", "direct"):
-            why = "turns module downloads off" if entry == "off" else "fetches modules from their repositories, with no proxy"
-            raise ProxyUnusable(f"GOPROXY={value} {why}; the suite asks a Go module proxy for Kubernetes releases and"
-                                f" their module files by name: set GOPROXY to a proxy ({DEFAULT_GOPROXY}, or your"
-                                " mirror), e.g. GOPROXY=https://proxy.golang.org,direct")
-        if entry:
-            return entry.rstrip("/")
-    return DEFAULT_GOPROXY
+    try:
+        return inputs.goproxy(value)
+    except inputs.Invalid as error:
+        raise ProxyUnusable(f"GOPROXY={inputs.shown(value)} {error}") from None
 
 
 def proxy_get(path: str, timeout: float = 60, method: str = "GET") -> tuple[int, bytes]:
     """(status, body) of a request to the module proxy; ProxyUnreachable when it cannot be asked."""
     proxy = module_proxy()
-    request = urllib.request.Request(f"{proxy}/{path}", method=method)
+    url, headers = _without_userinfo(f"{proxy}/{path}")
+    request = urllib.request.Request(url, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the proxy's URL
             return response.status, response.read()
@@ -132,6 +130,21 @@ def proxy_get(path: str, timeout: float = 60, method: str = "GET") -> tuple[int,
         reason = getattr(error, "reason", error)
         raise ProxyUnreachable(f"the Go module proxy {proxy} cannot be reached ({reason}): check the network, or set"
                                f" GOPROXY to a proxy that can be ({DEFAULT_GOPROXY})") from None
+
+
+def _without_userinfo(url: str) -> tuple[str, dict[str, str]]:
+    """A URL's user:password (Go takes one in GOPROXY for a private proxy) as a Basic
+    Authorization header: urllib would take it for part of the host name."""
+    import base64
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    credential = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+    return (urllib.parse.urlunsplit(parts._replace(netloc=netloc)),
+            {"Authorization": "Basic " + base64.b64encode(credential.encode()).decode()})
 
 
 def _served(status: int, what: str) -> bool:
@@ -199,16 +212,22 @@ def next_minor(minor: str) -> str:
     return f"{major}.{number + 1}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.Parser(prog="python -m clusters.versions", description=(
+def parser() -> cli.Parser:
+    p = cli.Parser(prog="python -m clusters.versions", description=(
         "Print every pinned version, then ask the Go module proxy ($GOPROXY, default"
         f" {DEFAULT_GOPROXY}) for the newest buildable patch of each supported Kubernetes minor"
         f" ({SUPPORTED_RANGE}) and of the next one. Exit 0: every pin is current; 1: a newer patch is"
         " served (a pin is stale) or a pin is no longer served; 3: the proxy cannot be reached or"
         " answers what no module proxy would; 4: bad arguments or GOPROXY."))
-    parser.add_argument("--pins-only", action="store_true", help="print the pins, ask no proxy")
-    parser.add_argument("--debug", action="store_true", help="a failure's traceback too")
-    return cli.run(_main, parser.parse_args(argv))
+    p.add_argument("--pins-only", action="store_true", help="print the pins, ask no proxy")
+    p.add_argument("--debug", action="store_true", help="a failure's traceback too")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # --pins-only asks no proxy: it reads no GOPROXY either (GOPROXY=direct is a common setting)
+    return cli.run(_main, args, command="" if args.pins_only else "clusters.versions")
 
 
 def _main(args) -> int:
@@ -221,7 +240,8 @@ def _main(args) -> int:
     print(f"supported    Kubernetes {SUPPORTED_RANGE}: " + ", ".join(SUPPORTED.values()))
     if args.pins_only:
         return cli.Exit.OK
-    print(f"newest buildable patch on {module_proxy()} (.info, .mod and .zip served):")
+    # the proxy's URL may carry a credential (GOPROXY=https://user:token@...): shown masked
+    print(redact(f"newest buildable patch on {module_proxy()} (.info, .mod and .zip served):"))
     ok = True
     for minor, pinned in SUPPORTED.items():
         newest = newest_patch(minor)

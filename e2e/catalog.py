@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import ast
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from clusters import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 E2E = ROOT / "e2e"
@@ -118,19 +119,23 @@ def write(readme: Path = README) -> bool:
     return True
 
 
+def parser() -> cli.Parser:
+    p = cli.Parser(prog="python -m e2e.catalog", description=__doc__.split("\n\n")[0])
+    p.add_argument("--write", action="store_true", help="rewrite the claims block in README.md")
+    p.add_argument("--debug", action="store_true", help="a failure's traceback too")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.catalog", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the claims block in README.md")
-    args = parser.parse_args(argv)
-    try:
-        if args.write:
-            print("README.md: claims list " + ("rewritten" if write() else "already current"))
-        else:
-            print(markdown(claims()), end="")
-    except (MissingClaim, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return cli.run(_main, parser().parse_args(argv), known=(MissingClaim, ValueError), command="e2e.catalog")
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.write:
+        print("README.md: claims list " + ("rewritten" if write() else "already current"))
+    else:
+        print(markdown(claims()), end="")
+    return cli.Exit.OK
 
 
 if __name__ == "__main__":

@@ -82,13 +82,17 @@ if [ -z "${DOCKER_HOST:-}" ] && [ -n "${FAKE_DOCKER_LOCAL:-}" ]; then
     echo "20.10.24 1"
     exit 0
   fi
+  if [ "$FAKE_DOCKER_LOCAL" = cgroup-v1 ] && [ "$*" = "info --format {{json .}}" ]; then
+    echo '{"Name": "this-machine", "ServerVersion": "20.10.24", "KernelVersion": "6.1.0-fake", "CgroupVersion": "1", "MemTotal": 17179869184}'
+    exit 0
+  fi
   echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2
   exit 1
 fi
 case "$*" in
   "info --format {{.ServerVersion}} {{.CgroupVersion}}") echo "27.5.1 2" ;;
   "info --format {{json .}}")
-    echo '{"Name": "fake-docker-host", "KernelVersion": "6.12.0-fake", "CgroupVersion": "2", "MemTotal": 17179869184}' ;;
+    echo '{"Name": "fake-docker-host", "ServerVersion": "27.5.1", "KernelVersion": "6.12.0-fake", "CgroupVersion": "2", "MemTotal": 17179869184}' ;;
   "image inspect -f {{json .Config.Labels}} "*) [ -n "${DOCKER_HOST:-}" ] && echo null || exit 1 ;;
   "image inspect "*) [ -n "${DOCKER_HOST:-}" ] || exit 1 ;;
   "run "*)

@@ -246,11 +246,13 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 
 def test_run_with_a_list_kubeconfig_says_so(suite: pytest.Pytester) -> None:
+    # a file that is no kubeconfig is a bad --kubeconfig value: refused with the options (exit 4)
     kubeconfig = suite.path / "kc"
     kubeconfig.write_text("- not\n- a kubeconfig\n")
     result = suite.runpytest_subprocess("--provider=existing", f"--kubeconfig={kubeconfig}")
     output = result.stdout.str() + result.stderr.str()
-    assert result.ret == 3 and "is not a kubeconfig" in output and "AttributeError" not in output, output
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "is not a kubeconfig" in output, output
+    assert "AttributeError" not in output, output
 
 
 def test_namespace_names_do_not_collide() -> None:

@@ -227,7 +227,10 @@ def gated_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> p
 
 
 def run(suite: pytest.Pytester, *args: str):
-    result = suite.runpytest_subprocess("-p", "fake", "--provider=existing", f"--kubeconfig={suite.path / 'fake.py'}", *args)
+    from tests.test_bad_inputs import kubeconfig_for
+
+    kubeconfig = kubeconfig_for(suite.path / "kubeconfig", "https://127.0.0.1:9")  # read, never asked: the fake provides
+    result = suite.runpytest_subprocess("-p", "fake", "--provider=existing", f"--kubeconfig={kubeconfig}", *args)
     return result, result.stdout.str()
 
 

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from clusters import kind_config, versions
+from clusters import cli, kind_config, versions
 from clusters.behaviors import LIMITED_SWAP
 from clusters.kind_provider import api_ports_from_env
 from clusters.vm import guestfiles, kindhost, nodeimage, qemu
@@ -144,10 +144,10 @@ def test_accelerator_can_be_forced_and_rejects_nonsense(monkeypatch: pytest.Monk
     monkeypatch.setenv("KSC_VM_TCG_TB_MIB", "512")
     assert qemu.Accel("tcg", "").argv() == ["-accel", "tcg,thread=multi,tb-size=512"]
     monkeypatch.setenv("KSC_VM_TCG_TB_MIB", "2G")
-    with pytest.raises(qemu.QemuError, match="a size in MiB"):
+    with pytest.raises(cli.UsageError, match="^KSC_VM_TCG_TB_MIB=2G is not a size in MiB"):
         qemu.Accel("tcg", "").argv()
     monkeypatch.setenv("KSC_VM_ACCEL", "xen")
-    with pytest.raises(qemu.QemuError, match="use kvm or tcg"):
+    with pytest.raises(cli.UsageError, match="^KSC_VM_ACCEL=xen is not an accelerator: use kvm"):
         qemu.choose_accel()
     qemu.choose_accel.cache_clear()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import mutants as model
-from clusters import versions
+from clusters import cli, versions
 from clusters.vm import build as vbuild
 from clusters.vm import k8s_source
 
@@ -319,7 +319,8 @@ def test_the_bench_does_not_start_beside_a_vm_it_did_not_start(tmp_path: Path, f
     fake_vm_cli.start(tmp_path / "state")
     code = bench.main(["--state-dir", str(tmp_path / "state"), "--mutant", "hash-includes-resources",
                        "--results-dir", str(tmp_path / "results")])
-    assert code == 2 and "a VM this bench did not start runs in" in capsys.readouterr().err
+    # the host is not ready for the bench (exit 3, clusters/cli.py Exit), not an interruption (2)
+    assert code == cli.Exit.PREFLIGHT and "a VM this bench did not start runs in" in capsys.readouterr().err
     assert fake_vm_cli.calls == [] and not (tmp_path / "results").exists()
 
 
@@ -352,8 +353,7 @@ def test_the_vm_and_kind_benches_stop_only_the_guest_they_booted(tmp_path: Path,
     refused = module.not_started_here(guest, f"python -m clusters.vm{' kind-host' if kind != 'vm' else ''} down")
     assert refused and f"pid {booted.pid}" in refused and f"down --state-dir {guest.state_dir}" in refused, refused
     # a bench run now, with this directory, refuses to start (its up() would stop this guest first)
-    monkeypatch.setattr(sys, "argv", [f"{bench_module}.py", "--state-dir", str(guest.state_dir)])
-    assert module.main() == 2 and refused in capsys.readouterr().err
+    assert module.main(["--state-dir", str(guest.state_dir)]) == cli.Exit.PREFLIGHT and refused in capsys.readouterr().err
     fake_vm_cli("down", "--state-dir", str(guest.state_dir))  # stopped by hand, another booted there
     guest.save_state(_guest_state(kind, *fake_vm_cli.start(guest.state_dir)))
     assert not module.started_here(guest, booted)  # the bench's end leaves that one alone

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import json
 import subprocess
 from pathlib import Path
 
@@ -109,15 +110,46 @@ def test_docker_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not check.ok and "Cannot connect" in check.detail and "systemctl start docker" in check.remedy
 
 
+def docker_info(**fields: object) -> str:
+    info = {"ServerVersion": "28.2.2", "CgroupVersion": "2", "KernelVersion": "6.12.0", "MemTotal": 8 << 30,
+            "Name": "h", **fields}
+    return json.dumps(info) + "\n"
+
+
 def test_docker_cgroup_v1_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/docker")
-    check = preflight.check_docker(fake_run(0, stdout="28.2.2 1\n"))
+    check = preflight.check_docker(fake_run(0, stdout=docker_info(CgroupVersion="1")))
     assert not check.ok and "cgroup v1" in check.detail
 
 
 def test_docker_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/docker")
-    assert preflight.check_docker(fake_run(0, stdout="28.2.2 2\n")).ok
+    check = preflight.check_docker(fake_run(0, stdout=docker_info()))
+    assert check.ok and check.detail == "Docker 28.2.2, cgroup v2", check
+
+
+@pytest.mark.parametrize(("stdout", "said"), [
+    # what the docker CLI prints, exit 0, when an HTML page answers for the engine
+    (docker_info(ServerVersion="", CgroupVersion="", KernelVersion="", MemTotal=0), "ServerVersion is empty"),
+    ("", "not its JSON"), ("<html>router login</html>", "not its JSON"), ("[]", "must be a mapping, got list"),
+    (docker_info(MemTotal=0), "MemTotal"),
+])
+def test_an_answer_that_is_no_docker_engine_is_refused(monkeypatch: pytest.MonkeyPatch, stdout: str, said: str) -> None:
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/docker")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:2375")
+    check = preflight.check_docker(fake_run(0, stdout=stdout, stderr="Error reading remote info: invalid character '<'"))
+    assert not check.ok and check.detail.startswith("DOCKER_HOST=tcp://127.0.0.1:2375 does not answer like a Docker"
+                                                    " engine"), check
+    assert said in check.detail and "DOCKER_HOST" in check.remedy, check
+    assert preflight.docker_host(fake_run(0, stdout=stdout)) is None
+
+
+@pytest.mark.parametrize("stdout", ["", "kind version 0.33\n", "kind v0.33.0\n", "<html>\n",
+                                    "kind v0.33.0 go1.26 linux/amd64\nkind v0.40.0 go1.26 linux/amd64\n"])
+def test_an_answer_that_is_no_kind_version_is_refused(monkeypatch: pytest.MonkeyPatch, stdout: str) -> None:
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/kind")
+    check = preflight.check_kind("kind", None, fake_run(0, stdout=stdout))
+    assert not check.ok and "not kind's version line" in check.detail, check
 
 
 def test_docker_missing(monkeypatch: pytest.MonkeyPatch) -> None:

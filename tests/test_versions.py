@@ -248,3 +248,22 @@ def test_the_command_on_a_200_to_everything_server_is_one_error(proxy: FakeProxy
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(f"error: the Go module proxy {proxy.url} answered"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_goproxy_credential_is_sent_as_basic_auth_not_taken_for_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Go takes user:password in a GOPROXY URL (a private proxy); urllib would look up
+    "user:password@host" as the host name."""
+    import base64
+
+    from tests.test_bad_inputs import http_server
+
+    seen: list[str | None] = []
+
+    def answer(request):  # type: ignore[no-untyped-def]
+        seen.append(request.headers.get("Authorization"))
+        return 404, "text/plain", b"not found"
+
+    with http_server(answer) as url:
+        monkeypatch.setenv("GOPROXY", url.replace("http://", "http://me:p%40ss@"))
+        assert versions.proxy_get("k8s.io/kubernetes/@v/v1.37.1.info")[0] == 404
+    assert seen == ["Basic " + base64.b64encode(b"me:p@ss").decode()]

@@ -62,7 +62,10 @@ def one_error(done: subprocess.CompletedProcess, code: int) -> str:
     (["up", "--memory", "1"], "argument --memory: 1 MiB is too small: at least 2048 MiB (what a kubeadm control plane"),
     (["kind-host", "up", "--memory", "4G"], "argument --memory: '4G' is not a number of MiB"),
     (["kind-host", "up", "--memory", "2048"], "argument --memory: 2048 MiB is too small: at least 4096 MiB"),
-    (["up", "--k8s-patch", "a.patch", "--k8s-source", "."], "error: --k8s-patch and --k8s-source together"),
+    (["up", "--k8s-patch", "clusters/prototypes/kep-5359.patch", "--k8s-source", "."],
+     "argument --k8s-source: not allowed with argument --k8s-patch"),
+    (["up", "--k8s-patch", "no-such.patch"], "argument --k8s-patch: no-such.patch does not exist"),
+    (["kind-host", "up", "--no-node-image", "--k8s-version", "v1.37.1"], "--no-node-image and --k8s-version together"),
 ], ids=lambda value: " ".join(value) if isinstance(value, list) else "")
 def test_bad_arguments_are_one_usage_error(env: dict[str, str], tmp_path: Path, args: list[str], message: str) -> None:
     line = one_error(run(env, "--state-dir", str(tmp_path / "state"), *args), cli.Exit.USAGE)

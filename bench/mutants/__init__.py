@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pydantic import ConfigDict
+
+from clusters import inputs
 from clusters.vm.k8s_source import Patch, read_patch
 
 HERE = Path(__file__).resolve().parent
@@ -120,12 +122,15 @@ class Outcome:
     suite: str = ""
     exit_code: int | None = None
 
+    # read back strictly (clusters/inputs.py): a kept file of another shape is refused, by name
+    __pydantic_config__ = ConfigDict(strict=True, extra="forbid")
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "Outcome":
-        return cls(**json.loads(text))
+    def from_json(cls, text: str, source: str = "kept result") -> "Outcome":
+        return inputs.load_json(text, cls, source)
 
 
 def _short(nodeid: str) -> str:
@@ -133,20 +138,20 @@ def _short(nodeid: str) -> str:
 
 
 def read_junit(path: Path) -> tuple[list[str], list[str], int, int, str]:
-    """(failed, errored, passed, skipped, first failure message) from a JUnit XML report."""
+    """(failed, errored, passed, skipped, first failure message) from a JUnit XML report (a typed
+    record: clusters/inputs.py refuses a file that is not one, by name)."""
     failed: list[str] = []
     errors: list[str] = []
     passed = skipped = 0
     first = ""
-    for case in ET.parse(path).getroot().iter("testcase"):
-        name = case.get("name", "")
-        if case.find("failure") is not None:
-            failed.append(name)
-            first = first or (case.find("failure").get("message") or "")
-        elif case.find("error") is not None:
-            errors.append(name)
-            first = first or (case.find("error").get("message") or "")
-        elif case.find("skipped") is not None:
+    for case in inputs.read_junit(path, "the run's JUnit report").cases:
+        if case.failure is not None:
+            failed.append(case.name)
+            first = first or case.failure.message
+        elif case.error is not None:
+            errors.append(case.name)
+            first = first or case.error.message
+        elif case.skipped is not None:
             skipped += 1
         else:
             passed += 1
@@ -160,7 +165,10 @@ def judge(name: str, build: str, junit: Path | None, exit_code: int | None, outp
     if junit is None or not junit.exists():
         return Outcome(name, build, NOT_RUN, exit_code=exit_code,
                        detail=output_tail.strip().splitlines()[-1] if output_tail.strip() else "no report")
-    failed, errors, passed, skipped, first = read_junit(junit)
+    try:
+        failed, errors, passed, skipped, first = read_junit(junit)
+    except inputs.UsageError as error:  # a report cut short: the run was killed while writing it
+        return Outcome(name, build, NOT_RUN, exit_code=exit_code, detail=str(error))
     out = Outcome(name, build, SURVIVED, failed, errors, passed, skipped, exit_code=exit_code, detail=first)
     if failed:
         out.verdict = CAUGHT

@@ -40,9 +40,8 @@ import time
 from pathlib import Path
 
 from bench import mutants as model
-from clusters import pidlock
+from clusters import cli, inputs, pidlock
 from clusters.redact import redact
-from clusters.cli import Exit
 from clusters.vm import k8s_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,8 +65,6 @@ def _node_image(patches: list[Path], provider: str) -> list[str]:
         return []
     from clusters.vm import nodeimage
 
-    if not os.environ.get("DOCKER_HOST"):
-        raise SystemExit("--provider kind needs the kind host's DOCKER_HOST (eval \"$(python -m clusters.vm kind-host up)\")")
     built = nodeimage.build_node_image(k8s_source.release(_release(), patches), progress=_say)
 
     def docker(*args: str, timeout: float = 600):
@@ -80,7 +77,19 @@ def _node_image(patches: list[Path], provider: str) -> list[str]:
 def _release() -> str:
     from clusters import versions
 
-    return os.environ.get("KSC_MUTANTS_RELEASE", versions.KUBERNETES)
+    return inputs.variable("KSC_MUTANTS_RELEASE", versions.KUBERNETES)
+
+
+def kept_outcome(path: Path) -> model.Outcome | None:
+    """A result kept by an earlier run; None when there is none, or when the file is not one (said:
+    a kept result that cannot be read is run again, not trusted)."""
+    if not path.exists():
+        return None
+    try:
+        return model.Outcome.from_json(inputs.read_text(path, "kept result"), f"kept result {path}")
+    except inputs.UsageError as error:
+        _say(f"{error}: running it again")
+        return None
 
 
 def _vm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -282,7 +291,7 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
     build = k8s_source.release(_release(), patches).build_id
     name = "baseline" if base is None else f"baseline-{base.stem}"
     kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else keep / f"baseline-{_release()}-{a.provider}.json"
-    o = model.Outcome.from_json(kept.read_text()) if kept.exists() and not a.rerun else None
+    o = kept_outcome(kept) if not a.rerun else None
     if o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN:
         _say(f"{name}: the unmodified {build} ({label})")
         if a.provider == "vm" and not share_all:
@@ -300,8 +309,8 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
                 shared: SharedVm) -> model.Outcome:
     """One mutant: its kept result while its patch (and base) and the suite are unchanged, else a run."""
     kept = keep / f"{m.name}-{m.content_hash}-{a.provider}.json"
-    if kept.exists() and not a.rerun:
-        o = model.Outcome.from_json(kept.read_text())
+    o = kept_outcome(kept) if not a.rerun else None
+    if o is not None:
         if o.suite == suite and o.verdict != model.NOT_RUN:
             _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
             return o
@@ -335,54 +344,102 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     return o
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.mutants", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--patches", type=Path, default=model.HERE, help="directory of *.patch mutants (default: bench/mutants)")
+def parser() -> cli.Parser:
+    ap = cli.Parser(prog="python -m bench.mutants", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--patches", type=inputs.patch_directory, default=model.HERE,
+                    help="directory of *.patch mutants (default: bench/mutants)")
     ap.add_argument("--provider", choices=("vm", "kind"), default="vm")
-    ap.add_argument("-k", dest="k", default=None, help="also restrict every run to these tests (pytest -k)")
-    ap.add_argument("--mutant", action="append", default=[], help="only this mutant (name or file stem); repeatable")
-    ap.add_argument("--no-baseline", action="store_true", help="skip the unmodified build's run")
-    ap.add_argument("--baseline-only", action="store_true", help="only the unmodified build's run")
+    ap.add_argument("-k", dest="k", type=inputs.pytest_expression, default=None,
+                    help="also restrict every run to these tests (pytest -k)")
+    ap.add_argument("--mutant", action="append", type=inputs.name, default=[],
+                    help="only this mutant (name or file stem); repeatable")
+    only = ap.add_mutually_exclusive_group()  # argparse's own check: "not allowed with argument ..."
+    only.add_argument("--no-baseline", action="store_true", help="skip the unmodified build's run")
+    only.add_argument("--baseline-only", action="store_true", help="only the unmodified build's run")
     ap.add_argument("--rerun", action="store_true", help="run again even where a kept result matches")
-    ap.add_argument("--results-dir", type=Path, default=ROOT / "results")
+    ap.add_argument("--results-dir", type=inputs.output_directory, default=ROOT / "results")
     ap.add_argument("--fresh-vm", action="store_true",
                     help="vm: boot a fresh VM for every mutant (default: kubelet-only mutants share one VM and"
                          " swap their kubelet in; others always get a fresh VM)")
-    ap.add_argument("--state-dir", type=Path, default=None,
+    ap.add_argument("--state-dir", type=inputs.state_directory, default=None,
                     help="vm: the state directory of the bench's VMs (default <cache>/bench/vm-run); the bench"
                          " holds it while it runs and stops only a VM it booted there")
-    ap.add_argument("--docs", type=Path, default=None, metavar="FILE",
+    ap.add_argument("--docs", type=inputs.existing_file, default=None, metavar="FILE",
                     help="also write the table into FILE's generated block (docs/mutants.md: its results on the"
                          " current code come from the bench itself, never by hand)")
-    ap.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for every run")
-    a = ap.parse_args(argv)
-    if a.docs is not None:
-        try:  # a page without the block is refused now, not after hours of runs
-            model.docs_block(a.docs)
-        except (OSError, ValueError) as error:
-            print(f"error: --docs {a.docs}: {error}", file=sys.stderr)
-            return Exit.USAGE
+    ap.add_argument("--debug", action="store_true", help="a failure's traceback too")
+    ap.add_argument("pytest_args", nargs="*", type=inputs.pytest_arg,
+                    help="after --: more pytest arguments for every run")
+    return ap
 
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(_main, parser().parse_args(argv), command="bench.mutants")
+
+
+def _checked(a: argparse.Namespace) -> list[model.Mutant]:
+    """Everything the bench takes from outside, before it claims a state directory or builds:
+    the options of one provider only, the release, the mutants named, the pytest arguments."""
+    from clusters import versions
+
+    if a.provider == "kind":
+        given = [f for f, v in (("--fresh-vm", a.fresh_vm), ("--state-dir", a.state_dir)) if v]
+        if given:
+            raise cli.UsageError(f"{given[0]} is for --provider vm (the bench's VMs); --provider kind runs on the kind"
+                                 f" host DOCKER_HOST names: drop {given[0]}")
+        if not os.environ.get("DOCKER_HOST"):
+            raise cli.NotReady("--provider kind needs the kind host's DOCKER_HOST:"
+                               " eval \"$(python -m clusters.vm kind-host up)\"")
+    release = _release()
+    refused = versions.out_of_range(f"KSC_MUTANTS_RELEASE={release}", release)
+    if refused:
+        raise cli.UsageError(f"{refused}; {versions.PICK_A_RELEASE}")
     try:
         mutants = model.load(a.patches)
     except k8s_source.SourceError as error:
-        print(redact(f"error: {error}"), file=sys.stderr)
-        return 2
+        raise cli.UsageError(str(error)) from None
     if a.mutant:
         wanted = set(a.mutant)
         mutants = [m for m in mutants if m.name in wanted or m.patch.path.stem in wanted]
         missing = wanted - {m.name for m in mutants} - {m.patch.path.stem for m in mutants}
         if missing:
-            print(f"error: no mutant named {', '.join(sorted(missing))} in {a.patches}", file=sys.stderr)
-            return 2
+            raise cli.UsageError(f"--mutant: no mutant named {', '.join(sorted(missing))} in {a.patches}")
+    if a.pytest_args:
+        problem = pytest_args_problem(a.provider, a.pytest_args)
+        if problem:
+            raise cli.UsageError(problem)
+    if a.docs is not None:
+        try:  # a page without the block is refused now, not after hours of runs
+            model.docs_block(a.docs)
+        except (OSError, ValueError) as error:
+            raise cli.UsageError(f"--docs {a.docs}: {error}") from None
+    return mutants
+
+
+def pytest_args_problem(provider: str, args: list[str]) -> str | None:
+    """What pytest says of the arguments the bench would add to every run, asked once now with
+    --collect-only (the suite's options are checked there, nothing is built): a bad one found
+    before the first build, not after it."""
+    argv = [sys.executable, "-m", "pytest", "e2e", "--collect-only", "-q", "-p", "no:cacheprovider", "--provider",
+            provider, *args]
+    try:
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return f"pytest {shlex.join(args)} --collect-only did not finish in 300 s"
+    if done.returncode != 4:
+        return None
+    said = [line for line in done.stderr.splitlines() if "error" in line.lower()] or done.stderr.splitlines()[-1:]
+    return f"the pytest arguments after -- ({shlex.join(args)}): {said[-1].removeprefix('ERROR: ') if said else 'refused'}"
+
+
+def _main(a: argparse.Namespace) -> int:
+    mutants = _checked(a)
     if not mutants and not a.baseline_only:
-        print(f"error: no *.patch in {a.patches}", file=sys.stderr)
-        return 2
+        raise cli.UsageError(f"--patches {a.patches}: no *.patch in it")
     shared = SharedVm(a.state_dir)
     refused = claim(shared.state_dir) if a.provider == "vm" else None
     if refused:
-        print(f"error: {refused}", file=sys.stderr)
-        return 2
+        raise cli.NotReady(refused)
     suite = model.suite_hash(ROOT)
     keep = a.results_dir / "mutants"
     keep.mkdir(parents=True, exist_ok=True)
@@ -412,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     _say(f"bench took {(time.monotonic() - started) / 60:.1f} min; table in {a.results_dir / 'mutants.md'}")
     alarms = any(b.failed or b.errors for b in baselines)
-    return 1 if alarms else 0
+    return cli.Exit.FAILED if alarms else cli.Exit.OK
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clusters import cli, versions
+from clusters import cli, inputs, versions
 
 from . import build as _build
 from . import k8s_source
@@ -47,6 +47,7 @@ def _failures() -> tuple[type[BaseException], ...]:
     return (VmClusterError, KindHostError, ImageError, _build.BuildError, SourceError, OSError)
 
 
+@inputs.typed("release", "k8s_version")
 def k8s_version(text: str) -> str:
     """An argparse type: 'latest', or a release (or, with --k8s-source, a tag) of a supported minor
     (clusters/versions.py SUPPORTED)."""
@@ -54,11 +55,11 @@ def k8s_version(text: str) -> str:
         return text
     match = k8s_source.CHECKOUT_TAG.fullmatch(text)
     if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Kubernetes release (want v1.MINOR.PATCH, e.g."
-                                         f" {versions.KUBERNETES}, or 'latest')")
+        raise ValueError(f"{text!r} is not a Kubernetes release (want v1.MINOR.PATCH, e.g. {versions.KUBERNETES}, or"
+                         " 'latest')")
     refused = versions.out_of_range(text, text)
     if refused:
-        raise argparse.ArgumentTypeError(f"{refused}; {versions.PICK_A_RELEASE}")
+        raise ValueError(f"{refused}; {versions.PICK_A_RELEASE}")
     return text
 
 
@@ -66,7 +67,7 @@ def _common() -> argparse.ArgumentParser:
     """Options every command takes, before or after its subcommand (SUPPRESS: a subcommand's
     parser does not overwrite what the top level was given)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
+    common.add_argument("--state-dir", type=inputs.state_directory, default=argparse.SUPPRESS,
                         help="run state directory (default ~/.cache/kube-swap-conformance/vm/run; for kind-host,"
                              " .../vm/kind-host)")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -80,11 +81,16 @@ def _add_source_args(s: argparse.ArgumentParser, version_help: str = "k8s.io/kub
     s.add_argument("--install-host-packages", action="store_true",
                    help="install the Debian packages the preflight finds missing (apt-get update, then apt-get"
                         " install -y; root, Debian hosts only) before checking again")
-    s.add_argument("--k8s-version", type=k8s_version, default=_build.DEFAULT_K8S_VERSION, help=version_help)
-    s.add_argument("--k8s-patch", action="append", default=[], type=Path, metavar="FILE",
-                   help="apply this git-diff patch to the release's source before building (repeatable)")
-    s.add_argument("--k8s-source", type=Path, default=None, metavar="DIR",
-                   help="build from this local kubernetes checkout instead of the Go proxy")
+    # None when not given (its default is _build.DEFAULT_K8S_VERSION): given, it is never ignored,
+    # even when it names the default release
+    s.add_argument("--k8s-version", type=k8s_version, default=None,
+                   help=f"{version_help} (default {_build.DEFAULT_K8S_VERSION})")
+    # argparse's own check of the pair: "argument --k8s-source: not allowed with argument --k8s-patch"
+    source = s.add_mutually_exclusive_group()
+    source.add_argument("--k8s-patch", action="append", default=[], type=inputs.patch_file, metavar="FILE",
+                        help="apply this git-diff patch to the release's source before building (repeatable)")
+    source.add_argument("--k8s-source", type=inputs.source_directory, default=None, metavar="DIR",
+                        help="build from this local kubernetes checkout instead of the Go proxy")
 
 
 def parser() -> cli.Parser:
@@ -92,7 +98,7 @@ def parser() -> cli.Parser:
     p = cli.Parser(prog="python -m clusters.vm", description="single-node Kubernetes in a QEMU guest",
                    parents=[common])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=cli.Parser)
-    node_memory = cli.mib(cli.MIN_NODE_MEMORY_MIB, "what a kubeadm control plane needs")
+    node_memory = cli.mib(cli.MIN_NODE_MEMORY_MIB, "what a kubeadm control plane needs", guest=True)
     for name in ("up", "build"):
         s = sub.add_parser(name, parents=[common])
         _add_source_args(s)
@@ -100,8 +106,8 @@ def parser() -> cli.Parser:
         if name == "up":
             s.add_argument("--behavior", type=cli.behavior, default="LimitedSwap")
             s.add_argument("--memory", type=node_memory, default=4096, help="guest RAM in MiB (4096)")
-            s.add_argument("--swap", type=cli.mib(), default=2048, help="guest swap file in MiB (2048)")
-            s.add_argument("--cpus", type=cli.count, default=2)
+            s.add_argument("--swap", type=cli.node_swap(), default=2048, help="guest swap file in MiB (2048)")
+            s.add_argument("--cpus", type=cli.cpus, default=2)
             s.add_argument("--reuse", action="store_true", help="attach to a running VM if there is one")
     ni = sub.add_parser("node-image", parents=[common],
                         help="build the local kind node image (cached); print archive and ref")
@@ -111,17 +117,17 @@ def parser() -> cli.Parser:
     khu = khs.add_parser("up", parents=[common])
     khu.add_argument("--kernel", choices=("6.12", "6.1"), default="6.12")
     khu.add_argument("--memory", type=cli.mib(cli.MIN_KIND_HOST_MEMORY_MIB, "a kind control plane and a worker per"
-                                                                            " behavior, about 1 GiB each"),
+                                                                            " behavior, about 1 GiB each", guest=True),
                      default=8192, help="guest RAM in MiB (8192)")
-    khu.add_argument("--swap", type=cli.mib(), default=4096, help="guest swap file in MiB (4096)")
-    khu.add_argument("--cpus", type=cli.count, default=2)
+    khu.add_argument("--swap", type=cli.kind_host_swap(), default=4096, help="guest swap file in MiB (4096)")
+    khu.add_argument("--cpus", type=cli.cpus, default=2)
     _add_source_args(khu, "version of the node image to load")
     khu.add_argument("--no-node-image", action="store_true", help="do not build or load the local node image")
     khu.add_argument("--reuse", action="store_true", help="attach to a running kind host if there is one")
     for name in ("env", "status", "down"):
         khs.add_parser(name, parents=[common])
     khe = khs.add_parser("exec", parents=[common])
-    khe.add_argument("argv", nargs=argparse.REMAINDER)
+    khe.add_argument("argv", nargs=argparse.REMAINDER, type=inputs.argv_item)
     sk = sub.add_parser("swap-kubelet", parents=[common],
                         help="run another build's kubelet on the running node (control plane unchanged)")
     _add_source_args(sk)
@@ -130,7 +136,7 @@ def parser() -> cli.Parser:
     sb = sub.add_parser("set-behavior", parents=[common])
     sb.add_argument("behavior", type=cli.behavior)
     ex = sub.add_parser("exec", parents=[common])
-    ex.add_argument("argv", nargs=argparse.REMAINDER)
+    ex.add_argument("argv", nargs=argparse.REMAINDER, type=inputs.argv_item)
     return p
 
 
@@ -140,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     # subcommand's parser overwrite the value given before it
     args.state_dir = getattr(args, "state_dir", None)
     args.debug = getattr(args, "debug", False)
-    return cli.run(_main, args, known=_failures())
+    command = " ".join(["clusters.vm", args.cmd, *([args.kh_cmd] if args.cmd == "kind-host" else [])])
+    return cli.run(_main, args, known=_failures(), command=command)
 
 
 def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
@@ -149,13 +156,14 @@ def _kubernetes(a: argparse.Namespace) -> KubernetesSource:
         raise cli.UsageError("--k8s-patch and --k8s-source together: apply the patch in your checkout instead")
     try:
         if a.k8s_source:
-            given = None if a.k8s_version in (None, _build.DEFAULT_K8S_VERSION) else a.k8s_version
+            given = a.k8s_version
             source = k8s_source.checkout(a.k8s_source, given)
             refused = k8s_source.unsupported(source, given)
             if refused:  # its version is known only now, from git describe: still before anything is built
                 raise cli.UsageError(refused)
             return source
-        version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else a.k8s_version
+        version = _build.latest_kubernetes_version() if a.k8s_version == "latest" else \
+            a.k8s_version or _build.DEFAULT_K8S_VERSION
         return k8s_source.release(version, a.k8s_patch)
     except SourceError as error:
         raise cli.UsageError(str(error)) from None
@@ -212,9 +220,14 @@ def _kind_host_main(a: argparse.Namespace) -> int:
     from .nodeimage import build_node_image
 
     if a.kh_cmd == "up":
+        given = [f for f, v in (("--k8s-version", a.k8s_version is not None),
+                                ("--k8s-patch", a.k8s_patch), ("--k8s-source", a.k8s_source)) if v]
+        if a.no_node_image and given:
+            raise cli.UsageError(f"--no-node-image and {given[0]} together: {given[0]} says which node image to build,"
+                                 " --no-node-image builds none; drop one")
+        kubernetes = None if a.no_node_image else _kubernetes(a)  # a bad patch or checkout: before any lock
         host = KindHost(a.state_dir, kernel=a.kernel, memory_mb=a.memory, swap_mb=a.swap, cpus=a.cpus)
         with host.starting():  # before the node image is built: a second `up` stops here, at once
-            kubernetes = None if a.no_node_image else _kubernetes(a)
             _preflight(kubernetes, _cache(), guest_image=True, boot=True, binaries=not a.no_node_image,
                        install=a.install_host_packages)
             images = [] if a.no_node_image else [build_node_image(kubernetes, progress=host.progress)]
@@ -277,9 +290,9 @@ def _main(a: argparse.Namespace) -> int:
             _preflight(vm.kubernetes, _cache(), guest_image=True, boot=True, install=a.install_host_packages)
             print(vm.up(a.behavior, reuse=a.reuse))
         return cli.Exit.OK
+    kubernetes = _kubernetes(a) if a.cmd == "swap-kubelet" else None  # checked before the VM is looked at
     vm = VmCluster(a.state_dir)
     if a.cmd == "swap-kubelet":
-        kubernetes = _kubernetes(a)
         _preflight(kubernetes, _cache(), guest_image=False, boot=False, install=a.install_host_packages)
         print(vm.swap_kubelet(kubernetes))
         return cli.Exit.OK

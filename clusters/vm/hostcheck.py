@@ -46,7 +46,14 @@ def go_directive(kubernetes: KubernetesSource) -> str:
         if status != 200:
             raise versions.ProxyUnreachable(f"the Go module proxy {versions.module_proxy()} answered {status} for"
                                             f" k8s.io/kubernetes {kubernetes.release}: is it a release?")
-        text = body.decode()
+        text = body.decode("utf-8", "replace")
+        # a proxy's answer is read, not trusted: one that says 200 to everything (a captive portal,
+        # a misconfigured mirror) has no go.mod of the module to give
+        if not re.search(r"^module\s+k8s\.io/kubernetes\s*$", text, re.M):
+            raise versions.ProxyUnreachable(
+                f"the Go module proxy {versions.module_proxy()} answered k8s.io/kubernetes/@v/{kubernetes.release}.mod"
+                f" with {text.strip()[:60]!r}, not the module's go.mod: is GOPROXY a Go module proxy? (e.g."
+                f" {versions.DEFAULT_GOPROXY})")
     match = re.search(r"^go\s+(\d+\.\d+(?:\.\d+)?)\s*$", text, re.M)
     return match.group(1) if match else "1.0"
 

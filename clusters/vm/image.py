@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from clusters.cli import UsageError
+from clusters import inputs
 from workloads.cache import cache_root
 
 from . import guestfiles
@@ -49,19 +48,11 @@ class ImageError(RuntimeError):
     pass
 
 
-# What debootstrap and a sources.list line take as a mirror: an http(s) URL with a host, and no
-# whitespace or quotes (a sources.list line splits on whitespace).
-_MIRROR_URL = re.compile(r"https?://[^\s/?#'\"\\]+(?:/[^\s'\"\\]*)?")
-
-
 def mirror() -> str:
-    """The Debian mirror the guest root filesystems come from: $KSC_DEBIAN_MIRROR, checked, or
-    deb.debian.org. A bad value is a usage error (exit 4) that names the variable."""
-    value = os.environ.get(MIRROR_VARIABLE, DEFAULT_MIRROR)
-    if not _MIRROR_URL.fullmatch(value):
-        raise UsageError(f"{MIRROR_VARIABLE}={value!r} is not an http(s) URL of a Debian mirror: set it to one,"
-                         f" e.g. {MIRROR_VARIABLE}={DEFAULT_MIRROR} (or unset it for that one)")
-    return value
+    """The Debian mirror the guest root filesystems come from: $KSC_DEBIAN_MIRROR, checked
+    (clusters/inputs.py declares it), or deb.debian.org. A bad value is a usage error (exit 4)
+    that names the variable."""
+    return inputs.variable(MIRROR_VARIABLE, DEFAULT_MIRROR)
 
 
 def _run(argv: list[str], log: Path, what: str, **kw) -> None:

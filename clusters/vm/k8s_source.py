@@ -90,11 +90,13 @@ class Patch:
 
 
 def read_patch(path: Path) -> Patch:
+    from clusters import inputs
+
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise SourceError(f"--k8s-patch {path}: cannot read it ({error.strerror or error})") from None
+    try:  # one reader for every input file: a directory, a FIFO, non-UTF-8 or binary text refused by name
+        text = inputs.read_text(path, "--k8s-patch", "make one with `git diff` in a kubernetes checkout")
+    except inputs.UsageError as error:
+        raise SourceError(str(error)) from None
     patch = Patch(path, text)
     files = patch.files
     if not files or not re.search(r"^@@ ", text, re.M):
@@ -163,11 +165,23 @@ class KubernetesSource:
 def release(version: str, patches: list[Path] | tuple[Path, ...] = ()) -> KubernetesSource:
     if not RELEASE.fullmatch(version):
         raise SourceError(f"--k8s-version {version!r} is not a Kubernetes release (want v1.MINOR.PATCH, e.g. v1.37.1)")
+    seen: dict[str, Path] = {}
+    for p in patches:  # the second application of a patch fails, and only in the build
+        key = os.path.realpath(p)
+        if key in seen:
+            first = "" if str(seen[key]) == str(p) else f" (as {seen[key]} before)"
+            raise SourceError(f"--k8s-patch {p} is given twice{first}: a patch applies once")
+        seen[key] = Path(p)
     return KubernetesSource(version, tuple(read_patch(p) for p in patches))
 
 
 def checkout(directory: Path, version: str | None = None) -> KubernetesSource:
     """A local kubernetes checkout (repository root: go.mod of k8s.io/kubernetes, staging/)."""
+    from clusters import inputs
+
+    problem = inputs.existing_directory_problem(Path(directory))
+    if problem:  # a symlink loop too, which resolve() would raise on
+        raise SourceError(f"--k8s-source {problem}: name the root of a kubernetes checkout")
     d = Path(directory).resolve()
     gomod = d / "go.mod"
     if not gomod.is_file() or not re.search(r"^module k8s\.io/kubernetes\s*$", gomod.read_text(), re.M):

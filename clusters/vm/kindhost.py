@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from clusters import inputs
 from clusters.behaviors import ALL_BEHAVIORS
 from workloads.cache import cache_root
 
@@ -135,14 +136,9 @@ def format_api_ports(ports: dict[str, int]) -> str:
 
 
 def parse_api_ports(text: str) -> dict[str, int]:
-    """``ksc-noswap=40001,ksc-limitedswap=40002`` -> {name: port}; a malformed entry is an error."""
-    ports: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, port = item.partition("=")
-        if not sep or not name or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{API_PORTS_ENV}: {item!r} is not CLUSTER=PORT")
-        ports[name] = int(port)
-    return ports
+    """``ksc-noswap=40001,ksc-limitedswap=40002`` -> {name: port}; a malformed entry is a
+    ValueError (the variable's one declaration: clusters/inputs.py)."""
+    return inputs.api_ports(text)
 
 
 class KindHostError(RuntimeError):

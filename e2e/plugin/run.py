@@ -71,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run.sigterm_before = _sigterm_is_ctrl_c()
     if run.owner:
         config.pluginmanager.register(_Guard(run), "ksc-end-guard")
+        config.pluginmanager.register(_CollectionErrors(), "ksc-collection-errors")
     if run.owner and config.getoption("cleanup_leaked"):
         _cleanup_leaked(run)
 
@@ -118,11 +119,32 @@ def _needs_nodes(config: pytest.Config, items: list[pytest.Item]) -> bool:
                or behavior_of(item) in selected for item in items)
 
 
+_COLLECTED = pytest.StashKey[bool]()  # the collection ended without raising (pytest's own checks passed)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session) -> Generator[None, None, None]:
+    """Around every plugin's modifyitems (-k and -m deselect there, and a bad expression raises
+    there): past it, the selection is final."""
+    result = yield
+    session.stash[_COLLECTED] = True
+    return result
+
+
+def collection_stands(session: pytest.Session) -> bool:
+    """Whether pytest found the run's collection good: pytest calls pytest_collection_finish
+    even when the collection raised (a path not found, a bad -k) and before it ends a run that had
+    collection errors. A run it is about to stop needs no preflight: its own message comes first."""
+    if not session.stash.get(_COLLECTED, False):
+        return False
+    return not (session.testsfailed and not session.config.option.continue_on_collection_errors)
+
+
 # tryfirst: in an xdist worker, before pytest-xdist reports the collection to the controller
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
-    if config.option.collectonly or not _needs_nodes(config, session.items):
+    if config.option.collectonly or not collection_stands(session) or not _needs_nodes(config, session.items):
         return
     run = the_run(config)
     if run.owner:
@@ -131,10 +153,28 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         (run.directory / PREFLIGHT_NEEDED).touch()
 
 
+class _CollectionErrors:
+    """The xdist controller's count of the collection errors its workers reported. Unlike pytest
+    alone, pytest-xdist runs the tests that did collect; the suite stops as pytest does, before
+    the preflight (and so before a build or a boot)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.count += 1
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     """The controller, when a worker has collected and before any test is scheduled."""
-    run = the_run(node.config)
+    config = node.config
+    errors = config.pluginmanager.get_plugin("ksc-collection-errors")
+    if errors is not None and errors.count and not config.option.continue_on_collection_errors:
+        pytest.exit(f"{errors.count} error{'s' if errors.count > 1 else ''} during collection",
+                    returncode=pytest.ExitCode.INTERRUPTED)
+    run = the_run(config)
     if (run.directory / PREFLIGHT_NEEDED).exists():
         run.preflight_or_stop()
 

@@ -15,7 +15,6 @@ Command line: ``python -m workloads.image.build OUT_DIR [--pause-ref REF]``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workloads.cache import cache_root  # one root for every cache of the suite
+from workloads.image import args as args_
 from workloads.image.oci import write_image_archive
 
 __all__ = [
@@ -183,11 +183,15 @@ def build_pause_image(
     return archive, ref
 
 
+def parser() -> args_.Parser:
+    p = args_.Parser(prog="python -m workloads.image.build", description=__doc__.splitlines()[0])
+    p.add_argument("out_dir", type=args_.output_directory)
+    p.add_argument("--pause-ref", type=args_.image, default=DEFAULT_PAUSE_REF)
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--pause-ref", default=DEFAULT_PAUSE_REF)
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     for archive, ref in (build_stress_image(args.out_dir), build_pause_image(args.out_dir, args.pause_ref)):
         print(f"{ref}\t{archive}")
     return 0

@@ -8,7 +8,6 @@ the host's images are untouched) and shows what containerd registered.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
 import io
@@ -23,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from workloads.image import args as args_
 
 __all__ = ["ImageArchive", "LayerTar", "PrivateContainerd", "private_containerd", "read_image_archive", "read_tar"]
 
@@ -164,17 +165,26 @@ def private_containerd(containerd: str = "containerd", ctr: str = "ctr", timeout
         shutil.rmtree(base, ignore_errors=True)
 
 
+def parser() -> args_.Parser:
+    p = args_.Parser(prog="python -m workloads.image.verify", description=__doc__.splitlines()[0])
+    p.add_argument("archives", nargs="+", type=args_.archive)
+    p.add_argument("--containerd", action="store_true", help="also import into a private containerd")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("archives", nargs="+", type=Path)
-    parser.add_argument("--containerd", action="store_true", help="also import into a private containerd")
-    args = parser.parse_args(argv)
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     for path in args.archives:
-        archive = read_image_archive(path)
+        try:
+            archive = read_image_archive(path)
+        except (tarfile.TarError, OSError, ValueError, KeyError, UnicodeDecodeError) as error:
+            parser_.error(f"argument archives: {path} is not an image archive the suite builds"
+                          f" ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
         print(f"{path}: {archive.ref} {archive.digest}")
     if args.containerd:
         if os.geteuid() != 0:
-            parser.error("--containerd needs root")
+            parser_.error("--containerd needs root")
         with private_containerd() as ctrd:
             for path in args.archives:
                 ctrd.run("images", "import", "--no-unpack", str(path))
