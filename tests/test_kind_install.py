@@ -42,7 +42,7 @@ def test_no_kind_on_path_is_installed_with_go_and_used(machine: Path) -> None:
     installed = machine / "cache" / "bin" / f"kind-{versions.KIND}" / "kind"
     assert (path, problem) == (str(installed), None)
     assert go_calls(machine) == [f"GOBIN={installed.parent} install sigs.k8s.io/kind@{versions.KIND}"]
-    assert said[0] == (f"'kind' is not on PATH: installing kind {versions.KIND} with Go (GOBIN={installed.parent}"
+    assert said[0] == (f"kind is not on PATH: installing kind {versions.KIND} with Go (GOBIN={installed.parent}"
                        f" go install sigs.k8s.io/kind@{versions.KIND}; a few minutes)"), said
     # the next run finds it in the cache: no second install
     again, problem, said = resolve(machine)
@@ -79,7 +79,7 @@ def test_without_go_the_preflight_says_so_with_the_install_line(machine: Path) -
     (machine / "bin" / "go").unlink()
     path, problem, said = resolve(machine)
     assert path == "kind" and said == [] and not problem.ok
-    assert problem.detail == f"'kind' is not on PATH, and Go is not on PATH to install kind {versions.KIND} with"
+    assert problem.detail == f"kind is not on PATH, and Go is not on PATH to install kind {versions.KIND} with"
     assert "install Go (https://go.dev/dl/)" in problem.remedy
     assert f"go install sigs.k8s.io/kind@{versions.KIND}" in problem.remedy
 
