@@ -379,3 +379,12 @@ def test_a_docs_page_without_the_block_is_refused_before_any_run(tmp_path: Path,
     page.write_text("no block here\n")
     assert main(["--docs", str(page), "--mutant", "01-limitedswap-uses-limit", "--state-dir", str(tmp_path / "s")]) == 4
     assert "has no generated block" in capsys.readouterr().err
+
+
+def test_a_partial_run_says_so_in_the_docs(tmp_path: Path) -> None:
+    page = tmp_path / "mutants.md"
+    page.write_text("<!-- mutants:begin -->\n<!-- mutants:end -->\n")
+    model.write_docs(page, "table\n", "abc", ran=4, total=41)
+    assert "A partial run: 4 of the bench's 41 mutants." in page.read_text()
+    model.write_docs(page, "table\n", "abc", ran=41, total=41)
+    assert "partial" not in page.read_text()

@@ -221,9 +221,12 @@ def docs_block(path: Path) -> tuple[int, int]:
     return start, end
 
 
-def write_docs(path: Path, table_text: str, suite: str) -> None:
-    """Replace the page's generated block with this run's table, naming the suite version it ran."""
+def write_docs(path: Path, table_text: str, suite: str, ran: int | None = None, total: int | None = None) -> None:
+    """Replace the page's generated block with this run's table, naming the suite version it ran
+    and, where the run took only some of the bench's mutants, how many."""
     start, end = docs_block(path)
     text = path.read_text(encoding="utf-8")
-    body = f"{DOCS_BEGIN}\nSuite version `{suite}` (a hash of e2e/, workloads/, conftest.py).\n\n{table_text.rstrip()}\n"
+    part = f"A partial run: {ran} of the bench's {total} mutants. " if ran is not None and total and ran < total else ""
+    body = (f"{DOCS_BEGIN}\n{part}Suite version `{suite}` (a hash of e2e/, workloads/, conftest.py).\n\n"
+            f"{table_text.rstrip()}\n")
     path.write_text(text[:start] + body + text[end:], encoding="utf-8")

@@ -465,7 +465,7 @@ def _main(a: argparse.Namespace) -> int:
     text = model.table(outcomes, baselines, dt.date.today().isoformat())
     (a.results_dir / "mutants.md").write_text(text)
     if a.docs is not None:
-        model.write_docs(a.docs, text, suite)
+        model.write_docs(a.docs, text, suite, len(outcomes), len(model.load(a.patches)))
     print(text, end="")
     _say(f"bench took {(time.monotonic() - started) / 60:.1f} min; table in {a.results_dir / 'mutants.md'}")
     alarms = any(b.failed or b.errors for b in baselines)
