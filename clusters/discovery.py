@@ -279,6 +279,7 @@ def discover(
                 # The kubelet refuses LimitedSwap on cgroup v1, so a running LimitedSwap node is v2.
                 cgroup_v2=cgroup_v2 if cgroup_v2 is not None else behavior == "LimitedSwap" or None,
                 kubelet_config=config,
+                container_runtime=info.get("containerRuntimeVersion", ""),
             )
         )
     return found

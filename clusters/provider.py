@@ -43,6 +43,9 @@ class SwapNode:
     # True under software emulation (TCG), False on hardware or KVM, None where the provider
     # cannot tell: clusters/waits.py scales its bounds by it
     emulated: bool | None = field(default=None, compare=False)
+    # status.nodeInfo.containerRuntimeVersion ("containerd://2.4.2"): which stats provider the
+    # kubelet uses, which some oracle rules depend on
+    container_runtime: str = field(default="", compare=False)
 
     def kubelet_at_least(self, version: str) -> bool:
         return version_tuple(self.kubelet_version) >= version_tuple(version)

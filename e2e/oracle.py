@@ -572,8 +572,13 @@ def container_swap_behavior(behavior: str, pod: Any, container_name: str, cgroup
 # pod or the desired one. CPU and memory-limit changes are never refused for swap.
 RESIZE_SWAP_REASON = "Infeasible"  # condition PodResizePending, status True
 RESIZE_SWAP_MESSAGE = "In-place resize of containers with swap is not supported."
-RESIZE_SWAP_METRIC = ("kubelet_pod_infeasible_resizes_total", {"reason_detail": "swap_limitation"})  # 1.34+
-RESIZE_SWAP_EVENT = "ResizeInfeasible"  # a Warning event on this path from 1.36 (the check moved to an admit handler)
+RESIZE_SWAP_METRIC = ("kubelet_pod_infeasible_resizes_total", {"reason_detail": "swap_limitation"})
+# The counter exists from 1.34 (pkg/kubelet/metrics PodInfeasibleResizes, with allocation_manager.go).
+RESIZE_SWAP_METRIC_SINCE = "1.34"
+RESIZE_SWAP_EVENT = "ResizeInfeasible"
+# The Warning event on this path from 1.36, where the check moved to an admit handler
+# (pkg/kubelet/allocation/handlers.go), whose refusals are recorded as the event.
+RESIZE_SWAP_EVENT_SINCE = "1.36"
 
 
 def _memory_policy(container: Mapping[str, Any]) -> str:
@@ -992,10 +997,45 @@ def node_working_set(usage: int, memory_stat: Mapping[str, int]) -> int:
 def hugepage_aware_eviction(kubelet_version: str, feature_gates: Mapping[str, Any] | None = None) -> bool:
     """Whether the kubelet takes hugepages off node memory.availableBytes: HugepageAwareEviction,
     beta and on by default from 1.37 (pkg/features/kube_features.go), absent before."""
-    match = re.match(r"v?(\d+)\.(\d+)", kubelet_version)
-    if not match or (int(match.group(1)), int(match.group(2))) < (1, 37):
+    minor = _minor(kubelet_version)
+    if minor is None or minor < (1, 37):
         return False
     return bool((feature_gates or {}).get("HugepageAwareEviction", True))
+
+
+def _minor(kubelet_version: str) -> tuple[int, int] | None:
+    match = re.match(r"v?(\d+)\.(\d+)", kubelet_version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+# The CRI stats provider's swap in /metrics/resource, by release. Every container_swap_* series
+# there comes from the container's stats (pkg/kubelet/metrics/collectors/resource_metrics.go
+# collectContainerSwapMetrics: usage = Swap.SwapUsageBytes, limit = SwapAvailableBytes + usage),
+# which ListPodCPUAndMemoryStats (pkg/kubelet/stats/cri_stats_provider.go) builds with
+# makeContainerCPUAndMemoryStats(..., zeroMissingValues=true): zeros for the swap the CRI does not
+# carry (containerd 2.4's carries none), then addCadvisorContainerCPUAndMemoryStats copies cAdvisor's figures over them. In
+# v1.34.12 and v1.35.8 that function copies CPU and memory only, so both series read 0 for a
+# container in swap (kubernetes/kubernetes#137093); v1.36.0 copies cAdvisor's swap too (#137098,
+# not backported). /stats/summary is not affected (addCadvisorContainerStats copies swap in 1.34
+# already). CRI-O without PodAndContainerStatsFromCRI takes the cAdvisor stats provider instead
+# (pkg/kubelet/cadvisor UsingLegacyCadvisorStats), whose cadvisorInfoToContainerCPUAndMemoryStats
+# fills swap on every release.
+RESOURCE_METRICS_CONTAINER_SWAP_FIXED = (1, 36)
+RESOURCE_METRICS_CONTAINER_SWAP_DEFECT = ("kubernetes/kubernetes#137093: before 1.36 the CRI stats provider reports"
+                                          " 0 for container_swap_usage_bytes and container_swap_limit_bytes"
+                                          " (fixed in v1.36.0 by #137098, not backported)")
+
+
+def resource_metrics_carry_container_swap(kubelet_version: str, container_runtime: str = "",
+                                          feature_gates: Mapping[str, Any] | None = None) -> bool:
+    """Whether /metrics/resource's container_swap_usage_bytes and container_swap_limit_bytes are
+    the container's swap figures (True) or the CRI stats provider's zeros of #137093 (False)."""
+    minor = _minor(kubelet_version)
+    if minor is not None and minor >= RESOURCE_METRICS_CONTAINER_SWAP_FIXED:
+        return True
+    cadvisor_stats = (container_runtime.startswith("cri-o://")
+                      and not (feature_gates or {}).get("PodAndContainerStatsFromCRI", False))
+    return cadvisor_stats
 
 
 def node_memory_available(capacity: int, working_set: int, hugepage_bytes: int = 0) -> int:

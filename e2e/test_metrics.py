@@ -22,6 +22,7 @@ import pytest
 
 from clusters import waits
 from clusters.provider import SwapNode
+from e2e import oracle
 from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import (
@@ -214,16 +215,44 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
         pytest.fail("\n".join(lines) + f"\nnode: {swapping.ws.node.describe()}", pytrace=False)
 
 
-def resource_metrics(ws: Workspace) -> Scrape:
+def resource_metrics(ws: Workspace, container: bool = True) -> Scrape:
     labels = {"namespace": ws.namespace, "pod": "swapping"}
 
     def scrape() -> list[Reported]:
         samples = parse_prometheus(ws.observer.node_proxy("metrics/resource"))
-        return [reported_from_prometheus("container", find(samples, "container_swap_usage_bytes", container="stress", **labels)),
-                reported_from_prometheus("pod", find(samples, "pod_swap_usage_bytes", **labels)),
-                reported_from_prometheus("node", find(samples, "node_swap_usage_bytes"))]
+        found = [reported_from_prometheus("pod", find(samples, "pod_swap_usage_bytes", **labels)),
+                 reported_from_prometheus("node", find(samples, "node_swap_usage_bytes"))]
+        if container:
+            found.insert(0, reported_from_prometheus(
+                "container", find(samples, "container_swap_usage_bytes", container="stress", **labels)))
+        return found
 
     return scrape
+
+
+def carries_container_swap(node: SwapNode) -> bool:
+    return oracle.resource_metrics_carry_container_swap(node.kubelet_version, node.container_runtime,
+                                                        node.kubelet_config.get("featureGates"))
+
+
+def container_swap_metric(ws: Workspace, name: str) -> float | None:
+    sample = find(parse_prometheus(ws.observer.node_proxy("metrics/resource")), name,
+                  container="stress", namespace=ws.namespace, pod="swapping")
+    return sample.value if sample else None
+
+
+def claim_known_zeros(swapping: SwappingPod, name: str) -> None:
+    """Where the oracle says the release reports a container's swap as 0 in /metrics/resource
+    (#137093), the series is there and reads exactly 0 while the container is in swap and the
+    kubelet has its swap stats (the fixture waited for them): a kubelet that drops the series, or a
+    backport that fixes it, fails here, and the version rule then needs its new boundary."""
+    ws = swapping.ws
+    usage = int(swapping.read().value(swapping.container_id, "memory.swap.current"))
+    assert usage > 0, f"the swapping container has nothing in swap (memory.swap.current {usage}): a 0 would prove nothing"
+    claim(ws.record, name, 0.0, container_swap_metric(ws, name),
+          f"{oracle.RESOURCE_METRICS_CONTAINER_SWAP_DEFECT}; kubelet {ws.node.kubelet_version},"
+          f" runtime {ws.node.container_runtime or 'unknown'}",
+          explain=f"the container's memory.swap.current {usage}")
 
 
 def stats_summary(ws: Workspace) -> Scrape:
@@ -251,37 +280,43 @@ def stats_summary(ws: Workspace) -> Scrape:
 @pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
 def test_swap_usage_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
     """The container, pod and node swap usage in /metrics/resource and /stats/summary, and the
-    container's swapAvailableBytes, equal the node's cgroup figures at the time the kubelet says it
-    read them.
+    container's swapAvailableBytes, equal the node's cgroup figures when the kubelet read them
+    (1.34-1.35: the /metrics/resource container series is 0, k/k#137093).
 
     Every level must equal its figure in two distinct samples within METRIC_SECONDS, and no sample
     may differ from a figure that stood still for the 10 s before it (the module's docstring says
     how the figures are read). Both endpoints are scraped in turn against the same reads."""
     ws = swapping_pod.ws
+    container = carries_container_swap(swap_node)
     proved_by_the_node(swapping_pod, {
-        "/metrics/resource": (resource_metrics(ws), ("container", "pod", "node")),
+        "/metrics/resource": (resource_metrics(ws, container), ("container", "pod", "node") if container else ("pod", "node")),
         "/stats/summary": (stats_summary(ws), ("container", "pod", "node", "container available")),
     })
+    if not container:
+        claim_known_zeros(swapping_pod, "container_swap_usage_bytes")
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.min_kubernetes("1.34")
 def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod: SwappingPod, record: Recorder) -> None:
-    """container_swap_limit_bytes (1.34+) is the container's memory.swap.max, as read back.
+    """container_swap_limit_bytes (1.34+) is the container's memory.swap.max, as read back (on
+    1.34-1.35 exactly 0: k/k#137093).
 
     The kubelet reports it as swap available + swap used from the container's stats, and as 0
     while the stats of a new container carry no swap figures yet (its first 10-15 s on 1.37.1:
     the CRI/cAdvisor path fills zeros): so the check waits, bounded, for the steady value; a
-    kubelet that never reports memory.swap.max fails with every value it reported."""
+    kubelet that never reports memory.swap.max fails with every value it reported. Before 1.36
+    the release reports 0 for good (the oracle's #137093 rule): then exactly 0."""
     ws = swapping_pod.ws
+    if not carries_container_swap(swap_node):
+        claim_known_zeros(swapping_pod, "container_swap_limit_bytes")
+        return
     swap_max = int(swapping_pod.read().value(swapping_pod.container_id, "memory.swap.max"))
     seen: list[float | None] = []
 
     def probe() -> float | None:
-        limit = find(parse_prometheus(ws.observer.node_proxy("metrics/resource")), "container_swap_limit_bytes",
-                     container="stress", namespace=ws.namespace, pod="swapping")
-        seen.append(limit.value if limit else None)
-        return limit.value if limit is not None and limit.value == swap_max else None
+        seen.append(container_swap_metric(ws, "container_swap_limit_bytes"))
+        return seen[-1] if seen[-1] == swap_max else None
 
     try:
         wait_for("container_swap_limit_bytes to equal memory.swap.max", probe, METRIC_SECONDS,

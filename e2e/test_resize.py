@@ -101,10 +101,10 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
     assert before["memory.swap.max"] == oracle.readback_swap_max(size.swap_limit), context  # it does have swap
     claim(ws.record, "container kept (containerID, restartCount)", started,
           container_identity(ws.observer.pod(ws.namespace, "swapping")), inputs, explain=context)
-    if swap_node.kubelet_at_least("1.34"):  # the counter exists since 1.34
+    if swap_node.kubelet_at_least(oracle.RESIZE_SWAP_METRIC_SINCE):
         name, labels = oracle.RESIZE_SWAP_METRIC
         claim(ws.record, f"{name}{labels} increase", 1, infeasible_count(ws) - counted, inputs, explain=context)
-    if swap_node.kubelet_at_least("1.36"):  # the admit handler emits the event since 1.36
+    if swap_node.kubelet_at_least(oracle.RESIZE_SWAP_EVENT_SINCE):
         events = ws.observer.events(ws.namespace, "swapping")
         claim(ws.record, f"{oracle.RESIZE_SWAP_EVENT} event naming the message", True,
               any(oracle.RESIZE_SWAP_EVENT in e and oracle.RESIZE_SWAP_MESSAGE in e for e in events), inputs,

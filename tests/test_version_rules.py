@@ -1,0 +1,68 @@
+"""Every oracle rule that differs by Kubernetes version, asked at each supported pin: what the
+suite expects of v1.34.12, v1.35.8, v1.36.5 and v1.37.2, in one table. A rule whose boundary
+moves, or a pin added to SUPPORTED without a row here, fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusters.provider import version_tuple
+from clusters.versions import SUPPORTED
+from e2e import oracle
+from workloads.pods import POD_LEVEL
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CONTAINERD = "containerd://2.4.2"
+
+
+def at_least(version: str, since: str) -> bool:
+    return version_tuple(version) >= version_tuple(since)
+
+
+# rule -> how the suite asks it of a kubelet version
+RULES = {
+    "resource_metrics_carry_container_swap (containerd)":
+        lambda v: oracle.resource_metrics_carry_container_swap(v, CONTAINERD),
+    "hugepage_aware_eviction": oracle.hugepage_aware_eviction,
+    "RESIZE_SWAP_METRIC_SINCE": lambda v: at_least(v, oracle.RESIZE_SWAP_METRIC_SINCE),
+    "RESIZE_SWAP_EVENT_SINCE": lambda v: at_least(v, oracle.RESIZE_SWAP_EVENT_SINCE),
+    "POD_LEVEL (pod-level resources shapes)": lambda v: at_least(v, POD_LEVEL),
+}
+
+# pin -> each rule's answer there, in RULES' order
+EXPECTED = {
+    "v1.34.12": (False, False, True, False, True),
+    "v1.35.8": (False, False, True, False, True),
+    "v1.36.5": (True, False, True, True, True),
+    "v1.37.2": (True, True, True, True, True),
+}
+
+
+def test_every_supported_pin_has_a_row() -> None:
+    assert sorted(EXPECTED) == sorted(SUPPORTED.values())
+
+
+@pytest.mark.parametrize("pin", sorted(EXPECTED))
+def test_each_rule_at_each_pin(pin: str) -> None:
+    assert tuple(rule(pin) for rule in RULES.values()) == EXPECTED[pin], dict(zip(RULES, EXPECTED[pin]))
+
+
+def test_cri_o_without_stats_from_cri_takes_cadvisor_s_swap_on_every_release() -> None:
+    for pin in SUPPORTED.values():
+        assert oracle.resource_metrics_carry_container_swap(pin, "cri-o://1.34.0")
+        assert oracle.resource_metrics_carry_container_swap(pin, "cri-o://1.34.0", {"PodAndContainerStatsFromCRI": True}) \
+            == oracle.resource_metrics_carry_container_swap(pin, CONTAINERD)
+
+
+def test_an_unknown_runtime_before_1_36_is_taken_for_the_cri_stats_provider() -> None:
+    assert not oracle.resource_metrics_carry_container_swap("v1.35.8", "")
+    assert oracle.resource_metrics_carry_container_swap("v1.36.0-alpha.2", "")
+
+
+def test_the_versions_doc_names_every_rule() -> None:
+    text = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
+    missing = [name.split(" ")[0] for name in RULES if name.split(" ")[0] not in text]
+    assert not missing, f"docs/versions.md's 'What differs by version' does not name {missing}"
