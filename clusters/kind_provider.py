@@ -10,7 +10,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -404,6 +404,9 @@ class KindProvider(Provider):
 
     def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
         return KindNodeKubelet(node, self.progress).reconfigured(change)
+
+    def removal_hint(self, entry: Mapping[str, Any]) -> str:
+        return f", delete it with `kind delete cluster --name {entry['cluster']}`"
 
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         messages = []

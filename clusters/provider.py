@@ -128,3 +128,13 @@ class Provider(ABC):
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         """Remove what this run created (entries recorded by clusters.shared); return messages."""
         return []
+
+    def kept(self, entry: Mapping[str, Any]) -> str:
+        """What the run says, under --keep-clusters, of something it created and leaves up: how to
+        reuse it and how to remove it. An entry may carry its own line (`kept`)."""
+        return entry.get("kept") or (f"kept {entry['provider']} {entry['cluster']} (--keep-clusters; reuse it with"
+                                     f" --reuse-clusters{self.removal_hint(entry)})")
+
+    def removal_hint(self, entry: Mapping[str, Any]) -> str:
+        """", <how to remove it>" for `kept`, where the provider knows a command."""
+        return ""

@@ -8,8 +8,9 @@ behavior must not run while another behavior's tests do: run the vm provider wit
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,13 @@ class VmProvider(Provider):
             record_created(self.shared_root, {"provider": self.name, "cluster": CLUSTER, "state_dir": str(vm.state_dir)})
         vm.up(behavior, reuse=self.reuse)
         return {"kubeconfig": str(vm.kubeconfig)}
+
+    def removal_hint(self, entry: Mapping[str, Any]) -> str:
+        from clusters.vm.paths import default_state_dir
+
+        state_dir = entry.get("state_dir")
+        where = "" if not state_dir or Path(state_dir) == default_state_dir() else f" --state-dir {shlex.quote(state_dir)}"
+        return f", stop it with `python -m clusters.vm down{where}`"
 
     def teardown(self, created: Sequence[dict[str, Any]]) -> list[str]:
         if not any(e.get("provider") == self.name for e in created):

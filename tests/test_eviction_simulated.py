@@ -70,13 +70,13 @@ class World:
         self.sample: dict[str, Any] = {}
         self.followed: list[str] = []
         self.decided: dict[str, str] = {}  # the kubelet's "Evicted" events
-        for name, ns, priority, request, ws, annotations in (
+        for name, ns, priority, request, ws, notes in (
                 ("kube-proxy-x", "kube-system", "system-node-critical", None, 20 * Mi, {}),
                 ("etcd-node", "kube-system", None, 100 * Mi, 180 * Mi,
                  {"kubernetes.io/config.mirror": "x", "kubernetes.io/config.source": "file"}),
                 ("metrics-server-x", "kube-system", None, 200 * Mi, 20 * Mi, {})):  # ranked last
             resources = {"requests": {"memory": str(request)}} if request else {}
-            self.create({"metadata": {"name": name, "namespace": ns, "annotations": annotations},
+            self.create({"metadata": {"name": name, "namespace": ns, "annotations": notes},
                          "spec": {"containers": [{"name": "c", "command": ["x"], "resources": resources}],
                                   **({"priorityClassName": priority} if priority else {})}})
             self.ws[f"{ns}/{name}"] = ws

@@ -339,7 +339,6 @@ def _guest_state(kind: str, pid: int, started: float):
 def test_the_vm_and_kind_benches_stop_only_the_guest_they_booted(tmp_path: Path, fake_vm_cli, monkeypatch, capsys,
                                                                  kind: str, bench_module: str) -> None:
     import importlib
-    import sys
 
     from clusters.vm.cluster import VmCluster
     from clusters.vm.kindhost import KindHost

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clusters.provider import SwapNode, version_tuple
@@ -87,3 +89,20 @@ def test_providers_that_reach_their_nodes_reconfigure_kubelets() -> None:
         assert provider.restarts_kubelets and provider.reconfigures_kubelets
     # a cluster the suite did not make is not its to reconfigure
     assert not ExistingProvider.restarts_kubelets and not ExistingProvider.reconfigures_kubelets
+
+
+def test_each_provider_says_how_to_remove_what_it_kept(tmp_path: Path) -> None:
+    from clusters.kind_provider import KindProvider
+    from clusters.vm.paths import default_state_dir
+    from clusters.vm_provider import VmProvider
+
+    kind = KindProvider("kind", None, tmp_path, reuse=False)
+    assert kind.kept({"provider": "kind", "cluster": "ksc-mixed"}) == (
+        "kept kind ksc-mixed (--keep-clusters; reuse it with --reuse-clusters, delete it with"
+        " `kind delete cluster --name ksc-mixed`)")
+    vm = VmProvider(tmp_path, k8s_version=None, kernel="", memory_mb=4096, swap_mb=2048, reuse=False)
+    assert vm.kept({"provider": "vm", "cluster": "ksc-vm", "state_dir": str(default_state_dir())}).endswith(
+        "stop it with `python -m clusters.vm down`)")
+    assert vm.kept({"provider": "vm", "cluster": "ksc-vm", "state_dir": "/tmp/my runs"}).endswith(
+        "stop it with `python -m clusters.vm down --state-dir '/tmp/my runs'`)")
+    assert vm.kept({"provider": "kind", "cluster": "x", "kept": "kept the kind host VM"}) == "kept the kind host VM"

@@ -10,7 +10,6 @@ state lives here, in a module that imports none of them: every dependency points
 from __future__ import annotations
 
 import contextlib
-import shlex
 import signal
 import sys
 import threading
@@ -97,7 +96,7 @@ class Run:
             if not created:
                 return
             if self.config.getoption("keep_clusters"):
-                self.teardown_lines += [_kept(entry) for entry in created]
+                self.teardown_lines += [self.provider.kept(entry) for entry in created]
                 return
             try:
                 self.teardown_lines += self.provider.teardown(created)
@@ -139,19 +138,6 @@ def uses_xdist(config: pytest.Config) -> bool:
 
 def progress_for(config: pytest.Config, source: str) -> progress.Progress:
     return the_run(config).progress(source)
-
-
-def _kept(entry: dict) -> str:
-    if entry.get("kept"):  # what the provider recorded it says for itself (the kind host VM)
-        return entry["kept"]
-    from clusters.vm.paths import default_state_dir
-
-    cluster = entry["cluster"]
-    state_dir = entry.get("state_dir")
-    where = "" if not state_dir or Path(state_dir) == default_state_dir() else f" --state-dir {shlex.quote(state_dir)}"
-    how = (f"delete it with `kind delete cluster --name {cluster}`" if entry["provider"] == "kind"
-           else f"stop it with `python -m clusters.vm down{where}`")
-    return f"kept {entry['provider']} {cluster} (--keep-clusters; reuse it with --reuse-clusters, {how})"
 
 
 # --- what the user sees: every line through clusters.redact (a message may carry a kubeconfig's ---
