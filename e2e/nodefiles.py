@@ -87,25 +87,13 @@ class NodeFiles:
               seconds: float = 120) -> str:
         """Right after a kubelet restart its exec handler may not know the pod yet ("pod does
         not exist"): a long-lived reader retries that, bounded."""
-        from kubernetes.client.exceptions import ApiException
+        from e2e.observe import exec_once_served
 
-        from e2e.observe import ExecRefused, wait_for
-
-        errors: list[str] = []
         through = observer or self.ws.observer
-
-        def attempt() -> str | None:
-            try:
-                return through.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv], allowed, seconds).stdout
-            except ApiException as error:
-                errors.append(f"{error.status} {str(error.reason)[-120:]}")
-                return None
-            except ExecRefused as error:  # the same refusal, as the stream's status on some releases
-                errors.append(str(error)[-120:])
-                return None
-
-        return wait_for(f"`swapstress {' '.join(argv)[:80]}` in {self.ws.namespace}/{self.pod}", attempt, waits.EXEC_RETRY,
-                        lambda: errors[-1] if errors else "")
+        return exec_once_served(
+            f"`swapstress {' '.join(argv)[:80]}` in {self.ws.namespace}/{self.pod}",
+            lambda: through.exec(self.ws.namespace, self.pod, "reader", ["/swapstress", *argv], allowed, seconds).stdout,
+            waits.EXEC_RETRY)
 
     def read_cgroups(self, parts: Sequence[str], files: Sequence[str], meminfo: bool = False) -> CgroupRead:
         """FILES of every cgroup named by PARTS (a container id, "pod<uid>", or "." for the

@@ -144,6 +144,26 @@ def exit_status(client: Any) -> int | None:
     raise ExecRefused(str(status.get("message") or raw[:200]))
 
 
+def exec_once_served(what: str, run: Callable[[], T], seconds: float | waits.Wait) -> T:
+    """`run` (an exec into a pod) until the kubelet runs it, bounded: a kubelet just restarted
+    refuses execs into a pod it has not synced yet, as an API error on some releases and as the
+    exec stream's status (ExecRefused) on others. The last refusal is in the failure."""
+    from kubernetes.client.exceptions import ApiException
+
+    errors: list[str] = []
+
+    def attempt() -> T | None:
+        try:
+            return run()
+        except ApiException as error:
+            errors.append(f"{error.status} {str(error.reason)[-120:]}")
+        except ExecRefused as error:
+            errors.append(str(error)[-120:])
+        return None
+
+    return wait_for(what, attempt, seconds, lambda: errors[-1] if errors else "")
+
+
 @dataclass
 class ExecResult:
     stdout: str

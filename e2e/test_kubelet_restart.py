@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from clusters import waits
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -17,7 +16,7 @@ from e2e import oracle
 from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
-from e2e.observe import ExecRefused, wait_for
+from e2e.observe import exec_once_served, wait_for
 from e2e.sizing import burstable_sizing
 from workloads.pods import Mi, STRESS, stress_pod
 
@@ -45,19 +44,9 @@ def burstable_pod(ws: Workspace, name: str) -> dict:
 
 def container(ws: Workspace, name: str) -> Container:
     status = ws.running(name)["status"]["containerStatuses"][0]
-    errors: list[str] = []
-
-    def swap_max() -> str | None:
-        try:
-            return ws.observer.cgroup_value(ws.namespace, name, "stress", "memory.swap.max")
-        except ApiException as error:  # a kubelet just restarted answers "pod does not exist" until it syncs the pod
-            errors.append(f"{error.status} {str(error.reason)[-80:]}")
-            return None
-        except ExecRefused as error:  # the same, as the exec stream's status (1.34)
-            errors.append(str(error)[-80:])
-            return None
-
-    value = wait_for(f"the kubelet to serve exec in {name}", swap_max, waits.KUBELET_EXEC_AFTER_RESTART, lambda: errors[-1] if errors else "")
+    value = exec_once_served(f"the kubelet to serve exec in {name}",
+                             lambda: ws.observer.cgroup_value(ws.namespace, name, "stress", "memory.swap.max"),
+                             waits.KUBELET_EXEC_AFTER_RESTART)
     return Container(status["containerID"], status["restartCount"], value)
 
 

@@ -76,3 +76,18 @@ def test_the_agents_reader_retries_a_refusal(monkeypatch: pytest.MonkeyPatch) ->
     reader.ws, reader.pod = Space(), "agent"
     assert reader._exec("cat", "/x") == "ok\n"
     assert not answers
+
+
+def test_a_refusal_that_lasts_fails_the_bounded_wait_with_the_last_refusal() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from e2e.observe import exec_once_served
+
+    refusals = iter([ExecRefused("unable to upgrade connection: pod does not exist")]
+                    + [ApiException(status=400, reason="container not found")] * 1000)
+
+    def run() -> str:
+        raise next(refusals)
+
+    with pytest.raises(Exception, match="gave up after .* the exec; last seen: 400 container not found"):
+        exec_once_served("the exec", run, 1.0)
