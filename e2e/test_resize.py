@@ -30,11 +30,30 @@ LIMITS_SWAP = 48 * Mi  # KEP-5359: the WorkloadControlledSwap container's own sw
 
 
 def resize_memory(ws: Workspace, name: str, request: int, limit: int | None) -> dict[str, Any]:
-    """PATCH pods/<name>/resize (JSON patch: a merge patch would replace the containers list);
-    returns the pod the API server answered with."""
+    """PATCH pods/<name>/resize of the first container's memory; returns the pod the API server
+    answered with."""
     ops = [{"op": "replace", "path": "/spec/containers/0/resources/requests/memory", "value": str(request)}]
     if limit is not None:
         ops.append({"op": "replace", "path": "/spec/containers/0/resources/limits/memory", "value": str(limit)})
+    return _patch_resize(ws, name, ops)
+
+
+def resize_to(ws: Workspace, name: str, pod: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+    """PATCH pods/<name>/resize with every container resource `desired` changes from `pod`."""
+    ops = []
+    for key in ("initContainers", "containers"):
+        for index, (old, new) in enumerate(zip(pod["spec"].get(key) or [], desired["spec"].get(key) or [])):
+            for kind in ("requests", "limits"):
+                was = (old.get("resources") or {}).get(kind) or {}
+                for resource, value in ((new.get("resources") or {}).get(kind) or {}).items():
+                    if was.get(resource) != value:  # "add" replaces a member that exists
+                        ops.append({"op": "add", "path": f"/spec/{key}/{index}/resources/{kind}/{resource}", "value": str(value)})
+    assert ops, "the desired pod changes no resource"
+    return _patch_resize(ws, name, ops)
+
+
+def _patch_resize(ws: Workspace, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+    # A JSON patch: a merge patch would replace the containers list.
     api = client.CoreV1Api(ws.observer.api)
     return api.api_client.sanitize_for_serialization(api.patch_namespaced_pod_resize(name, ws.namespace, ops))
 
@@ -55,14 +74,41 @@ def infeasible_count(ws: Workspace) -> float:
     return sample.value if sample else 0.0  # a counter vector shows a label set once it is incremented
 
 
-def container_identity(pod: dict[str, Any]) -> tuple[str | None, int]:
+def _status(pod: dict[str, Any], container: str | None) -> dict[str, Any]:
+    statuses = (pod["status"].get("containerStatuses") or []) + (pod["status"].get("initContainerStatuses") or [])
+    return statuses[0] if container is None else next(s for s in statuses if s["name"] == container)
+
+
+def container_identity(pod: dict[str, Any], container: str | None = None) -> tuple[str | None, int]:
     """(containerID, restartCount): an in-place resize, carried out or refused, keeps both."""
-    status = pod["status"]["containerStatuses"][0]
+    status = _status(pod, container)
     return status.get("containerID"), status.get("restartCount", 0)
 
 
-def cgroup(ws: Workspace, name: str) -> dict[str, str]:
-    return {f: ws.observer.cgroup_value(ws.namespace, name, "stress", f) for f in ("memory.max", "memory.swap.max")}
+def allocated(pod: dict[str, Any], container: str, kind: str, resource: str) -> str | None:
+    """The container's allocated (status.resources) request or limit, as the kubelet reports it."""
+    return ((_status(pod, container).get("resources") or {}).get(kind) or {}).get(resource)
+
+
+def cgroup(ws: Workspace, name: str, container: str = "stress") -> dict[str, str]:
+    return {f: ws.observer.cgroup_value(ws.namespace, name, container, f) for f in ("memory.max", "memory.swap.max")}
+
+
+def claim_refused(ws: Workspace, name: str, observed: dict[str, Any], inputs: str, container: str,
+                  request: int, cgroup_before: dict[str, str], started: tuple[str | None, int]) -> None:
+    """The kubelet refused a resize for swap: Infeasible with its message, and the container's
+    allocated memory request, cgroup and identity as they were."""
+    condition = resize_condition(observed) or {}
+    context = f"{inputs}\ncondition {condition}\n" + ws.explain(name)
+    claim(ws.record, "resize condition", ("PodResizePending", "True", oracle.RESIZE_SWAP_REASON),
+          (condition.get("type"), condition.get("status"), condition.get("reason")), inputs, explain=context)
+    claim(ws.record, "resize message", oracle.RESIZE_SWAP_MESSAGE, condition.get("message"), inputs, explain=context)
+    claim(ws.record, f"allocated memory request of {container}", request,
+          oracle.quantity_bytes(allocated(observed, container, "requests", "memory") or "0"), inputs, explain=context)
+    claim(ws.record, f"cgroup of {container} after the refused resize", cgroup_before, cgroup(ws, name, container), inputs,
+          explain=context)
+    claim(ws.record, f"{container} kept (containerID, restartCount)", started,
+          container_identity(ws.observer.pod(ws.namespace, name), container), inputs, explain=context)
 
 
 @pytest.mark.needs_behavior("LimitedSwap")
@@ -91,16 +137,9 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
     generation = answered["metadata"]["generation"]
     observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "swapping", generation), waits.RESIZE_DECIDED,
                         lambda: ws.explain("swapping"))
-    condition = resize_condition(observed) or {}
-    context = f"{inputs}\ncondition {condition}\n" + ws.explain("swapping")
-    claim(ws.record, "resize condition", ("PodResizePending", "True", oracle.RESIZE_SWAP_REASON),
-          (condition.get("type"), condition.get("status"), condition.get("reason")), inputs, explain=context)
-    claim(ws.record, "resize message", oracle.RESIZE_SWAP_MESSAGE, condition.get("message"), inputs, explain=context)
-    claim(ws.record, "allocated memory request", size.request, allocated_request(observed), inputs, explain=context)
-    claim(ws.record, "cgroup after the refused resize", before, cgroup(ws, "swapping"), inputs, explain=context)
-    assert before["memory.swap.max"] == oracle.readback_swap_max(size.swap_limit), context  # it does have swap
-    claim(ws.record, "container kept (containerID, restartCount)", started,
-          container_identity(ws.observer.pod(ws.namespace, "swapping")), inputs, explain=context)
+    context = f"{inputs}\ncondition {resize_condition(observed)}\n" + ws.explain("swapping")
+    assert before["memory.swap.max"] == oracle.readback_swap_max(size.swap_limit), context  # the design: it has swap
+    claim_refused(ws, "swapping", observed, inputs, "stress", size.request, before, started)
     if swap_node.kubelet_at_least(oracle.RESIZE_SWAP_METRIC_SINCE):
         name, labels = oracle.RESIZE_SWAP_METRIC
         claim(ws.record, f"{name}{labels} increase", 1, infeasible_count(ws) - counted, inputs, explain=context)
@@ -109,6 +148,123 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
         claim(ws.record, f"{oracle.RESIZE_SWAP_EVENT} event naming the message", True,
               any(oracle.RESIZE_SWAP_EVENT in e and oracle.RESIZE_SWAP_MESSAGE in e for e in events), inputs,
               explain=f"events: {events}\n{context}")
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.33")
+def test_memory_resize_that_would_give_a_container_swap_is_infeasible(swap_node: SwapNode,
+                                                                     workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a memory-request resize that would give a container without swap a share
+    (request lowered below its limit, in a Burstable pod) is refused: Infeasible, its message, the
+    container, its allocated request and its memory.swap.max 0 unchanged.
+
+    The kubelet judges the desired pod as well as the allocated one (disallowResizeForSwappableContainers:
+    either container's swap behavior not NoSwap refuses). The pod is Burstable through a CPU
+    request without a limit; its container's memory request equals its limit: NoSwap."""
+    ws = workspace(swap_node)
+    requests, limits = {"memory": 64 * Mi, "cpu": "100m"}, {"memory": 64 * Mi}
+    pod = ws.deploy(stress_pod("noswap", ws.image, ws.namespace, ws.test, [STRESS, "pause"], requests, limits))
+    started, before = container_identity(ws.running("noswap")), cgroup(ws, "noswap")
+    desired = copy.deepcopy(pod)
+    desired["spec"]["containers"][0]["resources"]["requests"]["memory"] = str(64 * Mi - STEP)
+    memory, swap = swap_node.memory_capacity, swap_node.swap_capacity
+    inputs = f"memory request 64Mi -> {64 * Mi - STEP} (limit 64Mi), cpu request 100m: {oracle.resize_outcome(swap_node.behavior, pod, desired, 'stress', memory, swap)}"
+    # the design: no swap now, a share after, and the oracle refuses
+    assert oracle.expected_swap_max(swap_node.behavior, pod, "stress", memory, swap) == 0, inputs
+    assert oracle.expected_swap_max(swap_node.behavior, desired, "stress", memory, swap) > 0, inputs
+    assert oracle.resize_refused_for_swap(swap_node.behavior, pod, desired) == ["stress"], inputs
+    claim(ws.record, "memory.swap.max before the resize", "0", before["memory.swap.max"], inputs,
+          explain=lambda: ws.explain("noswap"))
+
+    generation = resize_to(ws, "noswap", pod, desired)["metadata"]["generation"]
+    observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "noswap", generation), waits.RESIZE_DECIDED,
+                        lambda: ws.explain("noswap"))
+    claim_refused(ws, "noswap", observed, inputs, "stress", 64 * Mi, before, started)
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.33")
+def test_memory_resize_of_a_sidecar_with_swap_is_infeasible(swap_node: SwapNode,
+                                                           workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a memory-request resize of a sidecar (restartable init container) with
+    swap is refused like an app container's: Infeasible, its message, the sidecar, its allocated
+    request and its cgroup unchanged.
+
+    disallowResizeForSwappableContainers walks the init containers as well as the app containers."""
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    pod = stress_pod("sidecar", ws.image, ws.namespace, ws.test, [STRESS, "pause"], {"memory": 64 * Mi}, {"memory": 64 * Mi})
+    sidecar = copy.deepcopy(pod["spec"]["containers"][0])
+    requests, limits = size.resources()
+    sidecar.update(name="sidecar", restartPolicy="Always",
+                   resources={"requests": {"memory": str(requests["memory"])}, "limits": {"memory": str(limits["memory"])}})
+    pod["spec"]["initContainers"] = [sidecar]
+    pod = ws.deploy(pod)
+    ws.running("sidecar")
+    started, before = container_identity(ws.observer.pod(ws.namespace, "sidecar"), "sidecar"), cgroup(ws, "sidecar", "sidecar")
+    desired = copy.deepcopy(pod)
+    desired["spec"]["initContainers"][0]["resources"]["requests"]["memory"] = str(size.request + STEP)
+    inputs = f"sidecar {size}, memory request -> {size.request + STEP}, resizePolicy memory NotRequired (default)"
+    assert oracle.resize_refused_for_swap(swap_node.behavior, pod, desired) == ["sidecar"], inputs  # the design
+    claim(ws.record, "the sidecar's memory.swap.max before the resize", oracle.readback_swap_max(size.swap_limit),
+          before["memory.swap.max"], inputs, explain=lambda: ws.explain("sidecar"))
+
+    generation = resize_to(ws, "sidecar", pod, desired)["metadata"]["generation"]
+    observed = wait_for("the kubelet to decide the resize", lambda: _decided(ws, "sidecar", generation, "sidecar"),
+                        waits.RESIZE_DECIDED, lambda: ws.explain("sidecar"))
+    claim_refused(ws, "sidecar", observed, inputs, "sidecar", size.request, before, started)
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.33")
+def test_resizes_keeping_the_memory_request_are_carried_out_with_swap(swap_node: SwapNode,
+                                                                       workspace: Callable[[SwapNode], Workspace]) -> None:
+    """Under LimitedSwap a memory-limit resize, then a CPU-request resize, of a Burstable
+    container with swap are carried out in place: the new limit and request allocated, memory.max
+    the new limit, memory.swap.max still its request's share.
+
+    The swap rule refuses only a memory-*request* change (oracle.resize_outcome); what passes is
+    applied by UpdateContainerResources, which sends the same request's swap again."""
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    requests, limits = size.resources()
+    requests["cpu"] = "100m"
+    pod = ws.deploy(stress_pod("limited", ws.image, ws.namespace, ws.test, [STRESS, "pause"], requests, limits))
+    started = container_identity(ws.running("limited"))
+    memory, swap = swap_node.memory_capacity, swap_node.swap_capacity
+    share = oracle.readback_swap_max(size.swap_limit)
+    claim(ws.record, "memory.swap.max before the resizes", share, cgroup(ws, "limited")["memory.swap.max"], f"{size}",
+          explain=lambda: ws.explain("limited"))
+    raised = copy.deepcopy(pod)
+    raised["spec"]["containers"][0]["resources"]["limits"]["memory"] = str(size.limit + STEP)
+    faster = copy.deepcopy(raised)
+    faster["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "200m"
+    for before, desired, what, kind, resource in ((pod, raised, f"memory limit {size.limit} -> {size.limit + STEP}", "limits", "memory"),
+                                                  (raised, faster, "cpu request 100m -> 200m", "requests", "cpu")):
+        outcome = oracle.resize_outcome(swap_node.behavior, before, desired, "stress", memory, swap)
+        inputs = f"{size}, cpu request 100m; {what}: {outcome}"
+        assert outcome.action == oracle.RESIZE_IN_PLACE and oracle.readback_swap_max(outcome.swap.value) == share, inputs
+        wanted = desired["spec"]["containers"][0]["resources"][kind][resource]
+        generation = resize_to(ws, "limited", before, desired)["metadata"]["generation"]
+        observed = wait_for(f"the kubelet to carry out or refuse the resize ({what})",
+                            lambda: _decided(ws, "limited", generation, "stress", (kind, resource, wanted)),
+                            waits.RESIZE_DECIDED, lambda: ws.explain("limited"))
+        context = f"{inputs}\ncondition {resize_condition(observed)}\n" + ws.explain("limited")
+        claim(ws.record, f"resize condition ({what})", None, resize_condition(observed), inputs, explain=context)
+        claim(ws.record, f"allocated {resource} {kind[:-1]} ({what})", _exact(wanted),
+              _exact(allocated(observed, "stress", kind, resource)), inputs, explain=context)
+        claim(ws.record, f"cgroup after the resize ({what})",
+              {"memory.max": oracle.expected_memory_max(desired, "stress"), "memory.swap.max": share},
+              cgroup(ws, "limited"), inputs, explain=context)
+        claim(ws.record, f"container kept in place ({what})", started,
+              container_identity(ws.observer.pod(ws.namespace, "limited")), inputs, explain=context)
+
+
+def _exact(quantity: str | None) -> str | None:
+    """A quantity in one spelling (the kubelet may report 134217728 as 128Mi)."""
+    from kubernetes.utils import parse_quantity
+
+    return None if quantity is None else str(parse_quantity(quantity))
 
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap", "WorkloadControlledSwap")
@@ -233,15 +389,20 @@ def _restarted_or_refused(ws: Workspace, name: str, generation: int, old_id: str
     return pod if running and status.get("containerID") not in (None, old_id) else None
 
 
-def _decided(ws: Workspace, name: str, generation: int) -> dict[str, Any] | None:
+def _decided(ws: Workspace, name: str, generation: int, container: str | None = None,
+             changed: tuple[str, str, str] | None = None) -> dict[str, Any] | None:
     """The pod once the kubelet has acted on this generation: refused (PodResizePending) or
-    carried out (no resize condition, the allocated request changed)."""
+    carried out (no resize condition, and the container's allocated `changed` (kind, resource,
+    value) is the new value; by default its memory request is the spec's)."""
     pod = ws.observer.pod(ws.namespace, name)
     seen = pod.get("status", {}).get("observedGeneration")  # PodObservedGenerationTracking, on from 1.34
     if seen is not None and seen < generation:
         return None
     condition = resize_condition(pod)
-    if condition is None:
+    if condition is not None:
+        return pod if condition["type"] == "PodResizePending" else None
+    if changed is None:
         spec_request = oracle.quantity_bytes(pod["spec"]["containers"][0]["resources"]["requests"]["memory"])
         return pod if allocated_request(pod) == spec_request else None
-    return pod if condition["type"] == "PodResizePending" else None
+    kind, resource, value = changed
+    return pod if _exact(allocated(pod, container or "stress", kind, resource)) == _exact(value) else None
