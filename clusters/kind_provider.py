@@ -24,6 +24,7 @@ from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.checks import Check
 from clusters.discovery import NotReadyAfterRestart, api_client, discover, kubelet_config, ready_after_restart, summary
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
+from clusters.kubelet_refusal import StartAttempt
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from clusters.vm.nodeimage import BUILD_NOTE_LABEL, FEATURE_GATES_LABEL
@@ -405,6 +406,9 @@ class KindProvider(Provider):
     def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
         return KindNodeKubelet(node, self.progress).reconfigured(change)
 
+    def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:
+        return KindNodeKubelet(node, self.progress).attempt_start(change)
+
     def removal_hint(self, entry: Mapping[str, Any]) -> str:
         return f", delete it with `kind delete cluster --name {entry['cluster']}`"
 
@@ -482,6 +486,9 @@ class KindNodeKubelet(NodeKubelet):
 
     def configz(self) -> dict[str, Any]:
         return kubelet_config(self.api, self.node.name, seconds=10)
+
+    def node_command(self, argv: Sequence[str]) -> str:
+        return self._docker_exec(argv)
 
     def wait_ready(self, deadline: float) -> None:
         from kubernetes import client

@@ -1,22 +1,27 @@
-"""Reconfigure one node's kubelet for one test and restart it, confirmed through /configz.
+"""Reconfigure one node's kubelet for one test and restart it, confirmed through /configz; or
+restart it with a config it must refuse (`attempt_start`) and see what it did.
 
 The steps are the same wherever the node's files can be reached (vm: the guest agent; kind:
 `docker exec` into the node container); a provider supplies a `NodeKubelet` that knows how to
-read and write the config file, restart the kubelet, read /configz and wait for Ready."""
+read and write the config file, restart the kubelet, read /configz, wait for Ready and run a
+command on the node."""
 
 from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from clusters import kubelet_refusal as refusal
+from clusters import waits
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.behaviors import normalize as normalize_behavior
+from clusters.kubelet_refusal import StartAttempt
 
 KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"  # kubeadm's, on the vm node and on kind nodes
 TRANSITION_PERIOD = "30s"  # evictionPressureTransitionPeriod while a test sets thresholds
@@ -28,6 +33,7 @@ class KubeletConfigError(RuntimeError):
 
 class NodeKubelet(ABC):
     progress: Callable[[str], None] = staticmethod(lambda message: None)
+    poll_seconds: float = 2  # between looks at a restarting kubelet
 
     @abstractmethod
     def read_config(self) -> str: ...
@@ -44,6 +50,11 @@ class NodeKubelet(ABC):
 
     @abstractmethod
     def wait_ready(self, deadline: float) -> None: ...
+
+    @abstractmethod
+    def node_command(self, argv: Sequence[str]) -> str:
+        """Run a command on the node, as root, beside the kubelet; its standard output. Raises
+        when it exits non-zero."""
 
     def check(self) -> None:
         """Raise if the node will never answer (the vm node's QEMU stopped it): the wait for
@@ -113,6 +124,67 @@ class NodeKubelet(ABC):
             before = yaml.safe_load(original)
             self.restart_with(original, lambda live: change.restored(live, before), f"{change.what}: restored")
 
+    def attempt_start(self, change: KubeletChange) -> StartAttempt:
+        """Restart the kubelet with `change` made to its config file, expecting it to refuse it,
+        and say what it did: refused (systemd saw its process exit, with its journal since the
+        restart) or started (/configz answered: any answer, since restart() returns once the old
+        process is gone). The file as it was is put back, the kubelet restarted, and that
+        confirmed through /configz and Ready as `reconfigured` does, however this ends."""
+        before = self.read_config()
+        config = yaml.safe_load(before)
+        change.apply(config)
+        proc_swaps = self.node_command(refusal.PROC_SWAPS_COMMAND)
+        since = float(self.node_command(refusal.CLOCK_COMMAND))
+        # the running kubelet's lines (its shutdown) are not the new one's
+        running = refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
+        try:
+            self.write_config(yaml.safe_dump(config, sort_keys=False))
+            self.restart()
+            self.progress(f"{change.what}: kubelet restarted, waiting for it to exit (or to answer /configz)")
+            return self._started_or_refused(change.what, config, proc_swaps, since, running)
+        finally:
+            original = yaml.safe_load(before)
+            self.restart_with(before, lambda live: change.restored(live, original), f"{change.what}: restored")
+
+    def _started_or_refused(self, what: str, config: dict[str, Any], proc_swaps: str, since: float,
+                            old_pid: str) -> StartAttempt:
+        """Until systemd has seen the kubelet exit, or /configz answers (waits.KUBELET_REFUSAL).
+        Once it exited, the journal is read until a second kubelet process has logged (systemd
+        restarts it every RestartSec: by then the first one's last lines are in), at most
+        waits.KUBELET_LOG_SETTLED more."""
+
+        def journal() -> tuple[refusal.JournalLine, ...]:
+            lines = refusal.journal_lines(self.node_command(refusal.journal_command(since)), since)
+            return tuple(line for line in lines if not (old_pid and line.pid == old_pid))
+
+        deadline = time.monotonic() + waits.bound(waits.KUBELET_REFUSAL)
+        restarts_before: int | None = None
+        exited_at: float | None = None
+        last = "no look yet"
+        while True:
+            self.check()
+            state = refusal.unit_state(self.node_command(refusal.unit_command()))
+            if restarts_before is None:
+                restarts_before = refusal.restarts(state)
+            if exited_at is None and refusal.has_exited(state, restarts_before):
+                exited_at = time.monotonic()
+            if exited_at is None:
+                try:
+                    live = self.configz()
+                except Exception as e:  # noqa: BLE001 - not serving: still starting, or refusing
+                    last = f"/configz: {type(e).__name__}: {str(e)[:160]}; kubelet.service {state}"
+                else:
+                    return StartAttempt(what, config, proc_swaps, False, journal(), state, live)
+            else:
+                log = journal()
+                settled = time.monotonic() - exited_at >= waits.bound(waits.KUBELET_LOG_SETTLED)
+                if len(refusal.kubelet_processes(log)) >= 2 or settled:
+                    return StartAttempt(what, config, proc_swaps, True, log, state)
+            if exited_at is None and time.monotonic() >= deadline:
+                raise KubeletConfigError(f"{what}: the restarted kubelet neither exited nor answered /configz within"
+                                         f" {waits.bound(waits.KUBELET_REFUSAL):.0f}s; last: {last}")
+            time.sleep(self.poll_seconds)
+
 
 @dataclass(frozen=True)
 class KubeletChange:
@@ -154,11 +226,47 @@ def swap_behavior_unset() -> KubeletChange:
     def apply(cfg: dict[str, Any]) -> None:
         (cfg.get("memorySwap") or {}).pop("swapBehavior", None)
 
-    def behavior(config: Mapping[str, Any]) -> str:
-        return (config.get("memorySwap") or {}).get("swapBehavior") or ""
-
     return KubeletChange("memorySwap.swapBehavior unset", apply, lambda live: True,
-                         lambda live, before: behavior(live) == behavior(before))
+                         lambda live, before: file_behavior(live) == file_behavior(before))
+
+
+def file_behavior(config: Mapping[str, Any]) -> str:
+    """memorySwap.swapBehavior as a config file or /configz has it ("" where it has none)."""
+    return (config.get("memorySwap") or {}).get("swapBehavior") or ""
+
+
+# Changes a kubelet must refuse (NodeKubelet.attempt_start). "live" is any answer of /configz: a
+# kubelet that answers came up with the changed file, which is the finding; restored is the
+# file's own value read back.
+
+def fail_swap_on_unset() -> KubeletChange:
+    """failSwapOn left out of the file (every provider writes false): the kubelet's default, true."""
+    return KubeletChange("failSwapOn left out of the config file", lambda cfg: cfg.pop("failSwapOn", None),
+                         lambda live: True,
+                         lambda live, before: live.get("failSwapOn", True) == before.get("failSwapOn", True))
+
+
+def swap_behavior_set(value: str) -> KubeletChange:
+    """memorySwap.swapBehavior written as `value`, as it is: a value the kubelet must refuse."""
+    def apply(cfg: dict[str, Any]) -> None:
+        cfg["memorySwap"] = {**(cfg.get("memorySwap") or {}), "swapBehavior": value}
+
+    return KubeletChange(f"memorySwap.swapBehavior: {value}", apply, lambda live: True,
+                         lambda live, before: file_behavior(live) == file_behavior(before))
+
+
+def node_swap_gate_off() -> KubeletChange:
+    """featureGates NodeSwap: false, and memorySwap left out of the file (with the gate off the
+    kubelet refuses a memorySwap section too): only the gate itself can be refused."""
+    def apply(cfg: dict[str, Any]) -> None:
+        cfg["featureGates"] = {**(cfg.get("featureGates") or {}), "NodeSwap": False}
+        cfg.pop("memorySwap", None)
+
+    def gate(config: Mapping[str, Any]) -> Any:
+        return (config.get("featureGates") or {}).get("NodeSwap")
+
+    return KubeletChange("featureGates NodeSwap: false, no memorySwap", apply, lambda live: True,
+                         lambda live, before: gate(live) == gate(before) and file_behavior(live) == file_behavior(before))
 
 
 def switch_behavior(cfg: dict[str, Any], behavior: str) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from clusters.kubelet_config import KubeletChange
+    from clusters.kubelet_refusal import StartAttempt
 
 
 def version_tuple(text: str) -> tuple[int, int, int]:
@@ -96,6 +97,15 @@ class Provider(ABC):
         """Run the block with the node's kubelet reconfigured by `change`, confirmed through
         /configz; the kubelet's own configuration is restored, and confirmed, afterwards.
         Raises NotCoveredError where the provider cannot reconfigure a kubelet for one test."""
+        raise NotCoveredError(node.behavior, f"the {self.name} provider cannot reconfigure a kubelet for one test"
+                                             f" ({change.what})")
+
+    def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:
+        """Restart the node's kubelet with `change` made to its config file, one it is expected
+        to refuse, and say what it did: refused (with its journal since that restart) or started
+        (with its /configz). The kubelet's own configuration is restored, and confirmed,
+        afterwards. Raises NotCoveredError where the provider cannot reconfigure a kubelet for one
+        test."""
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot reconfigure a kubelet for one test"
                                              f" ({change.what})")
 

@@ -20,6 +20,7 @@ import pytest
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import NotReadyAfterRestart, ready_after_restart
 from clusters.kubelet_config import KubeletChange
+from clusters.kubelet_refusal import StartAttempt
 from clusters.checks import Check, PreflightError
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -169,6 +170,9 @@ class VmProvider(Provider):
 
     def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
         return self.vm().kubelet().reconfigured(change)
+
+    def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:
+        return self.vm().kubelet().attempt_start(change)
 
     def stress_image(self, node: SwapNode) -> str:
         # The guest image imports the workload image at boot; its ref is in the VM's state.

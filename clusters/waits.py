@@ -57,6 +57,10 @@ FORK_EXEC_ROUND = Wait(900, what="the fork-exec spike's round, or its end")
 KUBELET_EXEC_AFTER_RESTART = Wait(120, what="a restarted kubelet serving exec again")
 NODE_READY_AFTER_RESTART = Wait(100, clock=20, what="a restarted kubelet's node Ready and its /configz live")
 NODE_STATUS = Wait(100, clock=20, what="the node's status after its kubelet was reconfigured (posted every 10 s)")
+KUBELET_REFUSAL = Wait(100, clock=20, what="a kubelet restarted with a config it must refuse: systemd seeing it exit,"
+                                           " or its /configz where it comes up instead")
+KUBELET_LOG_SETTLED = Wait(10, clock=5, what="a refused kubelet's last lines in the journal: the next start's first"
+                                            " (systemd restarts it every 1-3 s)")
 RESIZE_DECIDED = Wait(160, clock=20, what="the kubelet deciding an in-place resize (a pod sync)")
 MIRROR_POD = Wait(140, clock=40, what="a static pod's mirror pod appearing or going (the kubelet's 20 s file check)")
 POD_EVENT = Wait(50, clock=10, what="a Pod event the kubelet records when it starts a container")

@@ -18,6 +18,9 @@ Every rule cites the kubelet code it models, so a reviewer can check it line by 
   ephemeral ones too, is created through startContainer: container_kind), computePodResizeAction
   (a resize carried out in place or by a restart: resize_outcome); pkg/kubelet/allocation/
   handlers.go disallowResizeForSwappableContainers (the swap refusal: resize_refused_for_swap);
+- cmd/kubelet/app/server.go, pkg/kubelet/apis/config/validation/validation.go,
+  pkg/kubelet/cm/container_manager_linux.go NewContainerManager: the configurations a kubelet
+  refuses to start with (kubelet_start_refusal);
 - KEP-5359 for WorkloadControlledSwap (not merged upstream yet; semantics from the KEP).
 """
 
@@ -83,6 +86,10 @@ __all__ = [
     "node_working_set",
     "hugepage_aware_eviction",
     "node_memory_available",
+    "StartRefusal",
+    "kubelet_start_refusal",
+    "swap_on_according_to_proc_swaps",
+    "logged",
 ]
 
 PAGE_SIZE = 4096
@@ -1046,3 +1053,119 @@ def node_memory_available(capacity: int, working_set: int, hugepage_bytes: int =
     if hugepage_bytes:
         available = available - hugepage_bytes if available > hugepage_bytes else 0
     return available
+
+
+# ---------------------------------------------------------------------------------------------
+# The kubelet's start: the configurations it refuses on a node with swap
+# ---------------------------------------------------------------------------------------------
+# Read in v1.34.12, v1.37.1 and v1.37.2, identical there (1.35 and 1.36, between them, taken to be
+# the same). cmd/kubelet/app/server.go NewKubeletCommand's RunE, in this order:
+# 1. once the config file is loaded, utilfeature.DefaultMutableFeatureGate.SetFromMap of its
+#    featureGates, an error wrapped "failed to set feature gates from initial flags-based config: %w";
+# 2. ValidateKubeletConfiguration (pkg/kubelet/apis/config/validation/validation.go), wrapped
+#    "failed to validate kubelet configuration, error: %w, path: %s";
+# 3. Run -> run -> cm.NewContainerManager (pkg/kubelet/cm/container_manager_linux.go), wrapped
+#    "failed to run Kubelet: %w".
+# The first error ends the process: component-base cli.Run logs it (klog.ErrorS(err, "command
+# failed")) and the kubelet exits 1. Only the swap rules are modelled: a config the suite writes
+# has no other error. The messages are the inner errors, which the wrappings contain whole.
+NODE_SWAP_GATE = "NodeSwap"
+# pkg/features/kube_features.go: NodeSwap Beta and on by default from 1.30; GA, default true and
+# LockToDefault from 1.34 (still there in 1.37.2).
+NODE_SWAP_ON_SINCE = (1, 30)
+NODE_SWAP_LOCKED_SINCE = (1, 34)
+FAIL_SWAP_ON_MESSAGE = "running with swap on is not supported, please disable swap or set --fail-swap-on flag to false"
+# pkg/kubelet/util/swap/swap_util.go isSwapOnAccordingToProcSwaps logs this (Info, with /proc/swaps)
+# whenever it finds swap on: once per process, from NewContainerManager's IsSwapOn.
+SWAP_ON_LOGGED = "Swap is on"
+_GO_ESCAPES = {"\\": "\\\\", '"': '\\"', "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+               "\t": "\\t", "\v": "\\v"}
+
+
+def go_quoted(text: str) -> str:
+    """Go's strconv.Quote (and %q) of a string: backslash, double quote and control characters
+    escaped, the rest as it is (Go also escapes unprintable non-ASCII runes, which no message
+    here carries)."""
+    return '"' + "".join(_GO_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7f else c)
+                         for c in text) + '"'
+
+
+def swap_on_according_to_proc_swaps(proc_swaps: str) -> bool:
+    """swap_util.go isSwapOnAccordingToProcSwaps (v1.34.12, v1.37.1): swap is on when /proc/swaps,
+    trimmed, has more than its header line. (No /proc/swaps at all: off.)"""
+    return len(proc_swaps.strip().split("\n")) > 1
+
+
+@dataclass(frozen=True)
+class StartRefusal:
+    """Why the kubelet refuses to start: the error it logs, and the rule that raised it."""
+
+    message: str
+    rule: str
+    inputs: Mapping[str, Any]
+
+    def __str__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.inputs.items())
+        return f"{self.message!r} ({self.rule}; {shown})"
+
+
+def _go_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_version: str) -> StartRefusal | None:
+    """The refusal a released kubelet (1.30+; read in 1.34.12 and 1.37.1) meets starting with this
+    config file (a KubeletConfiguration document) on a node with or without swap, or None where
+    the swap rules let it start.
+
+    1. The NodeSwap gate set to anything but true from 1.34: component-base featuregate
+       unsafeSetFromMap refuses a LockToDefault gate set away from its default.
+    2. ValidateKubeletConfiguration, NodeSwap on (always from 1.34): swapBehavior must be "",
+       NoSwap or LimitedSwap (UnlimitedSwap was removed in 1.30); NodeSwap off (before 1.34):
+       no swapBehavior at all.
+    3. NewContainerManager: swap on (swap_on_according_to_proc_swaps) and failSwapOn, which
+       pkg/kubelet/apis/config/v1beta1/defaults.go SetDefaults_KubeletConfiguration makes true
+       when the file leaves it out. (The --fail-swap-on flag would override the file; the
+       providers pass none.)
+    The KEP-5359 prototype's WorkloadControlledSwap, accepted there with its gate, is not modelled.
+    """
+    minor = _minor(kubelet_version)
+    if minor is None or minor < NODE_SWAP_ON_SINCE:
+        raise ValueError(f"kubelet {kubelet_version!r}: the start-up swap rules are modelled from"
+                         " 1.30 on (NodeSwap on by default)")
+    gates = config.get("featureGates") or {}
+    behavior = (config.get("memorySwap") or {}).get("swapBehavior") or ""
+    fail_swap_on = config.get("failSwapOn")
+    inputs = {"featureGates": dict(gates), "swapBehavior": behavior, "failSwapOn": fail_swap_on, "swap_on": swap_on,
+              "kubelet": kubelet_version}
+    locked = minor >= NODE_SWAP_LOCKED_SINCE
+    if locked and NODE_SWAP_GATE in gates and gates[NODE_SWAP_GATE] is not True:
+        return StartRefusal(f"cannot set feature gate {NODE_SWAP_GATE} to {_go_bool(bool(gates[NODE_SWAP_GATE]))},"
+                            " feature is locked to true",
+                            "cmd/kubelet/app/server.go RunE: DefaultMutableFeatureGate.SetFromMap(featureGates) ->"
+                            " component-base featuregate unsafeSetFromMap: NodeSwap is GA and LockToDefault (true) from"
+                            " 1.34 (pkg/features/kube_features.go)", inputs)
+    node_swap = True if locked else bool(gates.get(NODE_SWAP_GATE, True))
+    validation = "pkg/kubelet/apis/config/validation/validation.go ValidateKubeletConfiguration"
+    if node_swap and behavior not in ("", NO_SWAP, LIMITED_SWAP):
+        return StartRefusal(f"invalid configuration: memorySwap.swapBehavior {go_quoted(behavior)} must be one of:"
+                            f" \"\", {go_quoted(LIMITED_SWAP)} or {go_quoted(NO_SWAP)}",
+                            f"{validation}: NodeSwap on, swapBehavior not \"\", NoSwap or LimitedSwap", inputs)
+    if not node_swap and behavior:
+        return StartRefusal("invalid configuration: memorySwap.swapBehavior cannot be set when NodeSwap feature flag is"
+                            " disabled", f"{validation}: NodeSwap off and memorySwap set", inputs)
+    if swap_on and (fail_swap_on is None or fail_swap_on):
+        return StartRefusal(FAIL_SWAP_ON_MESSAGE,
+                            "pkg/kubelet/cm/container_manager_linux.go NewContainerManager: swap.IsSwapOn() and failSwapOn"
+                            + (" (left out of the file: SetDefaults_KubeletConfiguration defaults it to true)"
+                               if fail_swap_on is None else ""), inputs)
+    return None
+
+
+def logged(message: str, lines: Iterable[str]) -> str | None:
+    """The first of the kubelet's log lines that carries `message`, as the kubelet logs it: klog's
+    text format quotes an error value (k8s.io/klog/v2 internal/serialize writeStringValue:
+    strconv.Quote of a one-line string, so `"` reads `\\"`); before logging is set up,
+    component-base cli.Run prints "Error: <err>" as it is. None: no line does."""
+    forms = (message, go_quoted(message)[1:-1])
+    return next((line for line in lines if any(form in line for form in forms)), None)

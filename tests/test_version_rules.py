@@ -30,14 +30,17 @@ RULES = {
     "RESIZE_SWAP_METRIC_SINCE": lambda v: at_least(v, oracle.RESIZE_SWAP_METRIC_SINCE),
     "RESIZE_SWAP_EVENT_SINCE": lambda v: at_least(v, oracle.RESIZE_SWAP_EVENT_SINCE),
     "POD_LEVEL (pod-level resources shapes)": lambda v: at_least(v, POD_LEVEL),
+    "kubelet_start_refusal (featureGates NodeSwap: false)":
+        lambda v: oracle.kubelet_start_refusal({"failSwapOn": False, "featureGates": {"NodeSwap": False}}, True, v)
+        is not None,
 }
 
 # pin -> each rule's answer there, in RULES' order
 EXPECTED = {
-    "v1.34.12": (False, False, True, False, True),
-    "v1.35.8": (False, False, True, False, True),
-    "v1.36.5": (True, False, True, True, True),
-    "v1.37.2": (True, True, True, True, True),
+    "v1.34.12": (False, False, True, False, True, True),
+    "v1.35.8": (False, False, True, False, True, True),
+    "v1.36.5": (True, False, True, True, True, True),
+    "v1.37.2": (True, True, True, True, True, True),
 }
 
 

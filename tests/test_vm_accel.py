@@ -379,6 +379,9 @@ def test_the_kubelet_wait_checks_the_node_each_round() -> None:
         def wait_ready(self, deadline: float) -> None:
             pass
 
+        def node_command(self, argv) -> str:  # noqa: ANN001
+            return ""
+
         def check(self) -> None:
             self.rounds += 1
             if self.rounds == 2:

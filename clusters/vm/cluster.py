@@ -498,6 +498,9 @@ class GuestKubelet(NodeKubelet):
     def wait_ready(self, deadline: float) -> None:
         self.vm._wait_node_ready(deadline)
 
+    def node_command(self, argv: Sequence[str]) -> str:
+        return self.vm._check(list(argv), timeout=120)
+
     def check(self) -> None:
         self.vm.watch()
 
