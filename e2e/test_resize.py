@@ -155,8 +155,8 @@ def test_memory_resize_of_a_container_with_swap_is_infeasible(swap_node: SwapNod
 def test_memory_resize_that_would_give_a_container_swap_is_infeasible(swap_node: SwapNode,
                                                                      workspace: Callable[[SwapNode], Workspace]) -> None:
     """Under LimitedSwap a memory-request resize that would give a container without swap a share
-    (request lowered below its limit, in a Burstable pod) is refused: Infeasible, its message, the
-    container, its allocated request and its memory.swap.max 0 unchanged.
+    (request lowered below its limit, in a Burstable pod) is refused: Infeasible, the container,
+    its allocated request and its memory.swap.max 0 unchanged.
 
     The kubelet judges the desired pod as well as the allocated one (disallowResizeForSwappableContainers:
     either container's swap behavior not NoSwap refuses). The pod is Burstable through a CPU
