@@ -1,17 +1,17 @@
 """The mutant bench's verdicts and table (bench/mutants), and that every mutant patch in the
-repository is well-formed and applies to the release it was written against."""
+repository is well-formed (that each applies to every supported release, or is rebased onto it
+or declared not applicable there: tests/test_mutant_releases.py)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from bench import mutants as model
+from bench.mutants import docs
 from clusters import cli, versions
-from clusters.vm import build as vbuild
 from clusters.vm import k8s_source
 
 
@@ -52,12 +52,13 @@ def test_table_counts_caught_and_false_alarms() -> None:
     caught = model.Outcome("a", "b1", model.CAUGHT, failed=["e2e/test_x.py::test_a[LimitedSwap]"], seconds=60)
     survived = model.Outcome("b", "b2", model.SURVIVED, passed=3, seconds=120)
     base = model.Outcome("baseline", "v1.37.1", model.SURVIVED, passed=10, seconds=600, selection="full suite")
-    text = model.table([caught, survived], base, "2026-11-23")
+    text = model.table([caught, survived], base, "2026-11-23", "v1.37.1")
+    assert text.startswith("Mutant bench on v1.37.1 (2026-11-23)\n")
     assert "| a | caught | test_a[LimitedSwap] |" in text
     assert "| b | SURVIVED | — |" in text
-    assert text.splitlines()[-1] == "caught 1/2 mutants, 0 false alarms"
+    assert text.splitlines()[-1] == "caught 1/2 mutants on v1.37.1, 0 not applicable, 0 false alarms"
     alarm = model.Outcome("baseline", "v1.37.1", model.CAUGHT, failed=["t"], passed=9)
-    assert model.table([caught], alarm).splitlines()[-1] == "caught 1/1 mutants, 1 false alarms"
+    assert model.table([caught], alarm).splitlines()[-1] == "caught 1/1 mutants, 0 not applicable, 1 false alarms"
 
 
 def test_outcomes_survive_a_round_trip() -> None:
@@ -122,44 +123,6 @@ def test_a_based_mutant_builds_release_then_base_then_mutant() -> None:
     assert source.build_id != k8s_source.release(versions.KUBERNETES, [PROTOTYPE]).build_id
 
 
-def _module_cache_dir() -> Path | None:
-    if not shutil.which("go") or not shutil.which("patch"):
-        return None
-    try:
-        return k8s_source.module_dir("k8s.io/kubernetes", versions.KUBERNETES, vbuild._go_env())  # noqa: SLF001
-    except k8s_source.SourceError:
-        return None
-
-
-@pytest.mark.skipif(not shutil.which("patch"), reason="patch(1) is not installed (apt-get install patch)")
-def test_every_mutant_applies_to_the_release(tmp_path: Path) -> None:
-    """The real release source from the Go module proxy (copied once, each mutant dry-run on it;
-    those touching staging modules for real): a stale mutant fails here, not in a VM. A mutant
-    of a prototype is dry-run on the release with its base applied for real (once per base):
-    the base must apply to the release, and the mutant on top of it."""
-    if _module_cache_dir() is None:
-        pytest.fail(f"cannot download k8s.io/kubernetes {versions.KUBERNETES} through the Go proxy")
-    tree = tmp_path / "tree"
-    k8s_source.apply_patches(k8s_source.KubernetesSource(versions.KUBERNETES), tree, vbuild._go_env())  # noqa: SLF001
-    based: dict[Path, Path] = {}
-    for base in sorted({m.base for m in MUTANTS if m.base is not None}):
-        based[base] = tmp_path / f"base-{base.stem}"
-        k8s_source.apply_patches(k8s_source.release(versions.KUBERNETES, [base]), based[base],
-                                 vbuild._go_env())  # noqa: SLF001 - raises, naming the hunk, if the base is stale
-    problems = []
-    for m in MUTANTS:
-        if m.patch.staging_modules and m.base is None:
-            k8s_source.apply_patches(k8s_source.KubernetesSource(versions.KUBERNETES, (m.patch,)), tmp_path / m.name,
-                                     vbuild._go_env())  # noqa: SLF001
-            continue
-        on = based[m.base] if m.base is not None else tree
-        out = subprocess.run(["patch", "-p1", "--dry-run", "--batch", "--forward", "-d", str(on),
-                              "-i", str(m.patch.path)], capture_output=True, text=True)
-        if out.returncode != 0:
-            problems.append(k8s_source.patch_failure(m.patch, versions.KUBERNETES, out.stdout + out.stderr))
-    assert not problems, "\n".join(problems)
-
-
 def test_a_mutant_the_shared_vm_could_not_test_gets_a_fresh_vm(tmp_path: Path, monkeypatch, fake_vm_cli) -> None:
     """Mutant 31 re-created the shared node's control plane when its kubelet was swapped in; the
     suite met an API server still starting (403) and the next mutant met a refused connection."""
@@ -175,7 +138,8 @@ def test_a_mutant_the_shared_vm_could_not_test_gets_a_fresh_vm(tmp_path: Path, m
 
     monkeypatch.setattr(bench, "run_one", run_one)
     m = next(m for m in model.load(model.HERE) if m.name == "hash-includes-resources")
-    args = bench.argparse.Namespace(rerun=True, k=None, provider="vm", fresh_vm=False, pytest_args=[])
+    args = bench.argparse.Namespace(rerun=True, k=None, provider="vm", fresh_vm=False, pytest_args=[],
+                                    release=versions.KUBERNETES)
     shared = bench.SharedVm()
     shared.swap_in([], [])  # the bench boots the shared VM
     fake_vm_cli.calls.clear()
@@ -364,11 +328,12 @@ def test_the_docs_table_is_the_bench_own(tmp_path: Path) -> None:
     page.write_text("# Bench\n\nbefore\n<!-- mutants:begin -->\nold table\n<!-- mutants:end -->\nafter\n")
     outcome = model.Outcome("01-x", "v1.37.1+patch.abc", model.CAUGHT, ["test_a[LimitedSwap]"], passed=3, seconds=120)
     baseline = model.Outcome("baseline", "v1.37.1", model.SURVIVED, passed=4, seconds=60)
-    model.write_docs(page, model.table([outcome], baseline, "2026-11-27"), "abc123")
+    docs.write(page, "v1.37.1", model.table([outcome], baseline, "2026-11-27", "v1.37.1"), "abc123")
     text = page.read_text()
     assert "old table" not in text and text.startswith("# Bench\n\nbefore\n") and text.endswith("<!-- mutants:end -->\nafter\n")
     assert "Suite version `abc123`" in text and "| 01-x | caught | test_a[LimitedSwap] |" in text
-    assert "caught 1/1 mutants, 0 false alarms" in text
+    assert "caught 1/1 mutants on v1.37.1, 0 not applicable, 0 false alarms" in text
+    assert "| v1.37.1 | 1/1 | 0 | 0 | 2026-11-27 | `abc123` |" in text
 
 
 def test_a_docs_page_without_the_block_is_refused_before_any_run(tmp_path: Path, capsys) -> None:
@@ -383,7 +348,7 @@ def test_a_docs_page_without_the_block_is_refused_before_any_run(tmp_path: Path,
 def test_a_partial_run_says_so_in_the_docs(tmp_path: Path) -> None:
     page = tmp_path / "mutants.md"
     page.write_text("<!-- mutants:begin -->\n<!-- mutants:end -->\n")
-    model.write_docs(page, "table\n", "abc", ran=4, total=41)
+    docs.write(page, "v1.37.1", "table\n", "abc", ran=4, total=41)
     assert "A partial run: 4 of the bench's 41 mutants." in page.read_text()
-    model.write_docs(page, "table\n", "abc", ran=41, total=41)
+    docs.write(page, "v1.37.1", "table\n", "abc", ran=41, total=41)
     assert "partial" not in page.read_text()

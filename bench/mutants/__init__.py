@@ -19,6 +19,10 @@ release, the base patch, then the mutant, in that order, and the bench's "unmodi
 it is the release with the base alone:
 
     # base: clusters/prototypes/kep-5359.patch
+
+On a minor where the code differs, a mutant runs as its variant rebased there, or not at all
+where its header declares it not applicable (``# not-applicable: 1.34, 1.35: <why>``):
+bench/mutants/releases.py.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ PROJECT = HERE.parents[1]  # a `# base:` path is relative to the project root
 SUITE_INPUTS = ("e2e", "workloads", "conftest.py")  # what decides the tests' verdicts
 
 CAUGHT, SURVIVED, NOT_RUN = "caught", "SURVIVED", "NOT RUN"
+NOT_APPLICABLE = "n/a"  # not run on this release: its header says why (bench/mutants/releases.py)
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,7 @@ class Outcome:
 
     name: str
     build: str
-    verdict: str  # caught / SURVIVED / NOT RUN (build failed, no test ran, everything skipped)
+    verdict: str  # caught / SURVIVED / NOT RUN (build failed, no test ran, everything skipped) / n/a
     failed: list[str] = field(default_factory=list)  # tests that failed (a call-phase assertion)
     errors: list[str] = field(default_factory=list)  # tests whose setup/teardown failed
     passed: int = 0
@@ -182,16 +187,22 @@ def judge(name: str, build: str, junit: Path | None, exit_code: int | None, outp
     return out
 
 
-def table(outcomes: list[Outcome], baseline: "Outcome | list[Outcome] | None", date: str = "") -> str:
-    """The Markdown table, then the baseline(s) (one per base: the release, a prototype), then
-    ``caught N/M mutants, F false alarms``."""
+def table(outcomes: list[Outcome], baseline: "Outcome | list[Outcome] | None", date: str = "",
+          release: str = "") -> str:
+    """The Markdown table of one release's run, then the baseline(s) (one per base: the release, a
+    prototype), then ``caught N/M mutants on RELEASE, K not applicable, F false alarms``: M counts
+    the mutants that ran there, never those not applicable to it."""
     rows = ["| mutant | verdict | tests that failed | wall time | selection |", "|---|---|---|---|---|"]
     for o in outcomes:
         caught_by = ", ".join(sorted({_short(t) for t in o.failed + o.errors})) or "—"
         if o.verdict == NOT_RUN:
             caught_by = f"could not test: {o.detail}"[:200]
+        if o.verdict == NOT_APPLICABLE:
+            rows.append(f"| {o.name} | {o.verdict} | not applicable: {o.detail} | — | — |")
+            continue
         rows.append(f"| {o.name} | {o.verdict} | {caught_by} | {o.seconds / 60:.1f} min | {o.selection} |")
-    lines = [f"Mutant bench{f' ({date})' if date else ''}", "", *rows, ""]
+    on = f" on {release}" if release else ""
+    lines = [f"Mutant bench{on}{f' ({date})' if date else ''}", "", *rows, ""]
     alarms = 0
     baselines = [baseline] if isinstance(baseline, Outcome) else list(baseline or [])
     for b in baselines:
@@ -202,31 +213,8 @@ def table(outcomes: list[Outcome], baseline: "Outcome | list[Outcome] | None", d
                      + (f": {', '.join(b.failed + b.errors)}" if failed else ""))
     if not baselines:
         lines.append("unmodified build: not run")
-    caught = sum(o.verdict == CAUGHT for o in outcomes)
-    lines.append(f"caught {caught}/{len(outcomes)} mutants, {alarms} false alarms"
+    ran = [o for o in outcomes if o.verdict != NOT_APPLICABLE]
+    caught = sum(o.verdict == CAUGHT for o in ran)
+    lines.append(f"caught {caught}/{len(ran)} mutants{on}, {len(outcomes) - len(ran)} not applicable, {alarms} false alarms"
                  + ("" if baselines else " (no baseline run)"))
     return "\n".join(lines) + "\n"
-
-
-DOCS_BEGIN = "<!-- mutants:begin -->"
-DOCS_END = "<!-- mutants:end -->"
-
-
-def docs_block(path: Path) -> tuple[int, int]:
-    """Where the generated block of a docs page starts and ends; ValueError when it has none."""
-    text = path.read_text(encoding="utf-8")
-    start, end = text.find(DOCS_BEGIN), text.find(DOCS_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{path} has no generated block ({DOCS_BEGIN} ... {DOCS_END})")
-    return start, end
-
-
-def write_docs(path: Path, table_text: str, suite: str, ran: int | None = None, total: int | None = None) -> None:
-    """Replace the page's generated block with this run's table, naming the suite version it ran
-    and, where the run took only some of the bench's mutants, how many."""
-    start, end = docs_block(path)
-    text = path.read_text(encoding="utf-8")
-    part = f"A partial run: {ran} of the bench's {total} mutants. " if ran is not None and total and ran < total else ""
-    body = (f"{DOCS_BEGIN}\n{part}Suite version `{suite}` (a hash of e2e/, workloads/, conftest.py).\n\n"
-            f"{table_text.rstrip()}\n")
-    path.write_text(text[:start] + body + text[end:], encoding="utf-8")

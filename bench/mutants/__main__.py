@@ -1,14 +1,19 @@
 """The mutant bench: build Kubernetes with each patch, run the conformance tests on it, and say
 which tests caught it; then the unmodified build (which must pass).
 
-    python -m bench.mutants [--patches DIR] [--provider vm|kind] [-k EXPR] [--mutant NAME ...]
-                            [--no-baseline] [--baseline-only] [--rerun] [--results-dir results]
+    python -m bench.mutants [--k8s-version V] [--patches DIR] [--provider vm|kind] [-k EXPR]
+                            [--mutant NAME ...] [--no-baseline] [--baseline-only] [--rerun]
+                            [--results-dir results]
 
-Each mutant runs ``pytest e2e --provider vm --k8s-patch PATCH`` (one fresh VM, its build cached
-by release and patch content), restricted to the tests its header names (``# tests:``, as -k) on
-the behaviors it names, or the full suite when it names none. Results are kept per patch
-content and suite version under ``<results-dir>/mutants/``: a second run resumes where the
-first stopped and re-runs a mutant only when its patch or the suite changed (or ``--rerun``).
+Each mutant runs ``pytest e2e --provider vm --k8s-version V --k8s-patch PATCH`` (one fresh VM,
+its build cached by release and patch content), restricted to the tests its header names
+(``# tests:``, as -k) on the behaviors it names, or the full suite when it names none. The
+release V is ``--k8s-version``, else $KSC_MUTANTS_RELEASE, else clusters/versions.py KUBERNETES;
+on another minor a mutant runs as its variant rebased there, or not at all where its header
+declares it not applicable (bench/mutants/releases.py): its row says n/a and why. Results are
+kept per release, patch content and suite version under ``<results-dir>/mutants/``: a second
+run resumes where the first stopped and re-runs a mutant only when its patch or the suite
+changed (or ``--rerun``).
 The table goes to stdout and ``<results-dir>/mutants.md`` (and, with ``--docs docs/mutants.md``, into
 that page's generated block).
 
@@ -40,6 +45,7 @@ import time
 from pathlib import Path
 
 from bench import mutants as model
+from bench.mutants import docs, releases
 from clusters import cli, inputs, pidlock
 from clusters.redact import redact
 from clusters.vm import k8s_source
@@ -59,13 +65,13 @@ def _selection(k: str | None, mutant_tests: str | None) -> tuple[list[str], str]
     return ["-k", expr], f"-k {expr}"
 
 
-def _node_image(patches: list[Path], provider: str) -> list[str]:
+def _node_image(patches: list[Path], provider: str, release: str) -> list[str]:
     """kind: build the node image of this build and load it into the Docker host; its --node-image."""
     if provider != "kind":
         return []
     from clusters.vm import nodeimage
 
-    built = nodeimage.build_node_image(k8s_source.release(_release(), patches), progress=_say)
+    built = nodeimage.build_node_image(k8s_source.release(release, patches), progress=_say)
 
     def docker(*args: str, timeout: float = 600):
         return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
@@ -75,6 +81,7 @@ def _node_image(patches: list[Path], provider: str) -> list[str]:
 
 
 def _release() -> str:
+    """The release without --k8s-version: $KSC_MUTANTS_RELEASE, else clusters/versions.py KUBERNETES."""
     from clusters import versions
 
     return inputs.variable("KSC_MUTANTS_RELEASE", versions.KUBERNETES)
@@ -150,8 +157,9 @@ class SharedVm:
     It lives in the bench's state directory, and is stopped only while it is the VM this bench
     booted there (the pid and start time recorded when it came up)."""
 
-    def __init__(self, state_dir: Path | None = None) -> None:
+    def __init__(self, state_dir: Path | None = None, release: str | None = None) -> None:
         self.state_dir = state_dir or default_state_dir()
+        self.release = release or _release()
         self.booted = False
         self.base: list[Path] = []  # the patches the running VM's whole build was made with
         self.started: Started | None = None  # the VM this bench booted, as its state directory recorded it
@@ -181,10 +189,10 @@ class SharedVm:
             if why:
                 return why
             self.down()
-            built = k8s_source.release(_release(), base).build_id
+            built = k8s_source.release(self.release, base).build_id
             for attempt in (1, 2):  # under emulation kubeadm's 10 s API deadlines are sometimes missed
                 _say(f"booting the shared VM ({built}), attempt {attempt}")
-                up = self._vm("up", "--k8s-version", _release(), "--behavior", "LimitedSwap",
+                up = self._vm("up", "--k8s-version", self.release, "--behavior", "LimitedSwap",
                               *[f"--k8s-patch={p}" for p in base])
                 # nothing ran here before the up (stranger() above), and no other bench boots here: ours
                 self.started = running_vm(self.state_dir)
@@ -194,7 +202,7 @@ class SharedVm:
             else:
                 return f"the shared VM did not come up (exit {up.returncode}, twice)"
             self.booted, self.base = True, list(base)
-        swap = self._vm("swap-kubelet", "--k8s-version", _release(), *[f"--k8s-patch={p}" for p in patches])
+        swap = self._vm("swap-kubelet", "--k8s-version", self.release, *[f"--k8s-patch={p}" for p in patches])
         return None if swap.returncode == 0 else f"swapping the kubelet in failed (exit {swap.returncode})"
 
     def after(self) -> None:
@@ -214,17 +222,19 @@ class SharedVm:
 
 def run_one(name: str, patches: list[Path], behaviors: str | None, selection: list[str], label: str,
             provider: str, out_dir: Path, extra: list[str], shared: SharedVm | None = None,
-            base: list[Path] | None = None, state_dir: Path | None = None) -> model.Outcome:
-    """One pytest run of the suite on one build; live progress per test on stderr. vm: in the
-    bench's ``state_dir``; without ``shared`` the run boots a VM of its own there (and stops it),
-    so it does not start while a VM runs there (the run would stop it first)."""
+            base: list[Path] | None = None, state_dir: Path | None = None, release: str | None = None) -> model.Outcome:
+    """One pytest run of the suite on one build of ``release`` (default: the shared VM's, else
+    _release()); live progress per test on stderr. vm: in the bench's ``state_dir``; without
+    ``shared`` the run boots a VM of its own there (and stops it), so it does not start while a
+    VM runs there (the run would stop it first)."""
+    release = release or (shared.release if shared is not None else _release())
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
     junit.unlink(missing_ok=True)
-    build = k8s_source.release(_release(), patches).build_id
+    build = k8s_source.release(release, patches).build_id
     t0 = time.monotonic()
     try:
-        image_args = _node_image(patches, provider)
+        image_args = _node_image(patches, provider, release)
     except Exception as error:  # noqa: BLE001 - a build that fails is this mutant's result
         out = model.judge(name, build, None, None, str(error))
         out.seconds, out.selection = time.monotonic() - t0, label
@@ -245,8 +255,8 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
         label += " (shared VM)" if patches else " (shared VM, before any mutant)"
     argv = [sys.executable, "-m", "pytest", "e2e", "--provider", provider, "-p", "no:cacheprovider",
             "-v", "--results-dir", str(out_dir), "--junitxml", str(junit), *image_args, *selection, *extra]
-    if provider == "vm":
-        argv += [f"--k8s-patch={p}" for p in patches] + ["--vm-state-dir", str(state_dir)]
+    if provider == "vm":  # the release too: the suite's own default is clusters/versions.py KUBERNETES
+        argv += ["--k8s-version", release, *[f"--k8s-patch={p}" for p in patches], "--vm-state-dir", str(state_dir)]
     argv += ["--behaviors", behaviors or "NoSwap,LimitedSwap"]
     _say(f"{name}: {shlex.join(argv[1:])}")
     log = out_dir / "pytest.log"
@@ -288,16 +298,17 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
         ",".join(sorted({b.strip() for n in named for b in n.split(",")}))
     label += f" on {behaviors or 'NoSwap,LimitedSwap'}"
     patches = [base] if base is not None else []
-    build = k8s_source.release(_release(), patches).build_id
+    build = k8s_source.release(a.release, patches).build_id
     name = "baseline" if base is None else f"baseline-{base.stem}"
-    kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else keep / f"baseline-{_release()}-{a.provider}.json"
+    kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else keep / f"baseline-{a.release}-{a.provider}.json"
     o = kept_outcome(kept) if not a.rerun else None
     if o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN:
         _say(f"{name}: the unmodified {build} ({label})")
         if a.provider == "vm" and not share_all:
             shared.down()
-        o = run_one(name, patches, behaviors, selection, label, a.provider, keep / f"{name}-{a.provider}",
-                    a.pytest_args, shared if share_all else None, patches, state_dir=shared.state_dir)
+        o = run_one(name, patches, behaviors, selection, label, a.provider, keep / f"{name}-{a.release}-{a.provider}",
+                    a.pytest_args, shared if share_all else None, patches, state_dir=shared.state_dir,
+                    release=a.release)
         o.suite = suite
         kept.write_text(o.to_json())
     else:
@@ -307,11 +318,15 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
 
 def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suite: str, keep: Path,
                 shared: SharedVm) -> model.Outcome:
-    """One mutant: its kept result while its patch (and base) and the suite are unchanged, else a run."""
-    kept = keep / f"{m.name}-{m.content_hash}-{a.provider}.json"
-    o = kept_outcome(kept) if not a.rerun else None
-    if o is not None:
-        if o.suite == suite and o.verdict != model.NOT_RUN:
+    """One mutant (the form that runs on the release: releases.on): its kept result while its
+    build (release, base and patch) and the suite are unchanged, else a run."""
+    build = k8s_source.release(a.release, m.patches).build_id
+    kept = keep / f"{m.name}-{m.content_hash}-{a.release}-{a.provider}.json"
+    # Results kept before they were kept per release are named without it: one still counts when
+    # the build it records is this one.
+    for path in () if a.rerun else (kept, keep / f"{m.name}-{m.content_hash}-{a.provider}.json"):
+        o = kept_outcome(path)
+        if o is not None and o.build == build and o.suite == suite and o.verdict != model.NOT_RUN:
             _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
             return o
     selection, label = _selection(a.k, m.tests)
@@ -320,11 +335,11 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     if a.provider == "vm" and not share:
         shared.down()  # this one boots its own VM with the whole build
     base = [m.base] if m.base is not None else []
-    out_dir = keep / f"{m.name}-{m.content_hash}-{a.provider}"
+    out_dir = keep / f"{m.name}-{m.content_hash}-{a.release}-{a.provider}"
 
     def run(on: SharedVm | None) -> model.Outcome:
         return run_one(m.name, m.patches, m.behaviors, selection, label, a.provider, out_dir, a.pytest_args, on, base,
-                       state_dir=shared.state_dir)
+                       state_dir=shared.state_dir, release=a.release)
 
     o = run(shared if share else None)
     if share and o.verdict == model.NOT_RUN:
@@ -346,6 +361,10 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
 
 def parser() -> cli.Parser:
     ap = cli.Parser(prog="python -m bench.mutants", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--k8s-version", type=inputs.release, default=None, metavar="V",
+                    help="the release to patch and run on (default $KSC_MUTANTS_RELEASE, else clusters/versions.py"
+                         " KUBERNETES): a supported minor's pin, e.g. v1.34.12; each mutant runs as its variant rebased"
+                         " onto that minor where it has one, and not at all (n/a) where its header says so")
     ap.add_argument("--patches", type=inputs.patch_directory, default=model.HERE,
                     help="directory of *.patch mutants (default: bench/mutants)")
     ap.add_argument("--provider", choices=("vm", "kind"), default="vm")
@@ -377,9 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     return cli.run(_main, parser().parse_args(argv), command="bench.mutants")
 
 
-def _checked(a: argparse.Namespace) -> list[model.Mutant]:
+def _checked(a: argparse.Namespace) -> list[model.Mutant | releases.NotApplicable]:
     """Everything the bench takes from outside, before it claims a state directory or builds:
-    the options of one provider only, the release, the mutants named, the pytest arguments."""
+    the options of one provider only, the release (``a.release``), the mutants named and their
+    form on that release, the pytest arguments."""
     from clusters import versions
 
     if a.provider == "kind":
@@ -390,8 +410,9 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant]:
         if not os.environ.get("DOCKER_HOST"):
             raise cli.NotReady("--provider kind needs the kind host's DOCKER_HOST:"
                                " eval \"$(python -m clusters.vm kind-host up)\"")
-    release = _release()
-    refused = versions.out_of_range(f"KSC_MUTANTS_RELEASE={release}", release)
+    a.release = a.k8s_version or _release()
+    given = f"--k8s-version {a.release}" if a.k8s_version else f"KSC_MUTANTS_RELEASE={a.release}"
+    refused = versions.out_of_range(given, a.release)
     if refused:
         raise cli.UsageError(f"{refused}; {versions.PICK_A_RELEASE}")
     try:
@@ -404,16 +425,20 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant]:
         missing = wanted - {m.name for m in mutants} - {m.patch.path.stem for m in mutants}
         if missing:
             raise cli.UsageError(f"--mutant: no mutant named {', '.join(sorted(missing))} in {a.patches}")
+    try:  # a malformed `# not-applicable:` line, or a variant that contradicts one: now, not mid-run
+        forms = [releases.on(m, a.release) for m in mutants]
+    except k8s_source.SourceError as error:
+        raise cli.UsageError(str(error)) from None
     if a.pytest_args:
         problem = pytest_args_problem(a.provider, a.pytest_args)
         if problem:
             raise cli.UsageError(problem)
     if a.docs is not None:
         try:  # a page without the block is refused now, not after hours of runs
-            model.docs_block(a.docs)
+            docs.block(a.docs)
         except (OSError, ValueError) as error:
             raise cli.UsageError(f"--docs {a.docs}: {error}") from None
-    return mutants
+    return forms
 
 
 def pytest_args_problem(provider: str, args: list[str]) -> str | None:
@@ -433,10 +458,10 @@ def pytest_args_problem(provider: str, args: list[str]) -> str | None:
 
 
 def _main(a: argparse.Namespace) -> int:
-    mutants = _checked(a)
-    if not mutants and not a.baseline_only:
+    forms = _checked(a)
+    if not forms and not a.baseline_only:
         raise cli.UsageError(f"--patches {a.patches}: no *.patch in it")
-    shared = SharedVm(a.state_dir)
+    shared = SharedVm(a.state_dir, a.release)
     refused = claim(shared.state_dir) if a.provider == "vm" else None
     if refused:
         raise cli.NotReady(refused)
@@ -444,29 +469,41 @@ def _main(a: argparse.Namespace) -> int:
     keep = a.results_dir / "mutants"
     keep.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    today = dt.date.today().isoformat()
+    numbered = list(enumerate(forms, 1))
+    # A mutant not applicable to the release is a row of the table, never a run.
+    results: dict[int, model.Outcome] = {}
+    for i, f in [] if a.baseline_only else numbered:
+        if isinstance(f, releases.NotApplicable):
+            _say(f"[{i}/{len(forms)}] {f.name}: not applicable to {a.release}: {f.reason}")
+            results[i] = model.Outcome(f.name, a.release, model.NOT_APPLICABLE, detail=f.reason)
+    runnable = [(i, f) for i, f in numbered if isinstance(f, model.Mutant)]
     # vm: kubelet-only mutants share one VM per base (the release, a prototype); each base's
     # unmodified build runs first on it, before any mutant's kubelet has touched the node (a
-    # fresh VM of that build), then that base's mutants, so the VM boots once per base.
+    # fresh VM of that build), then that base's mutants, so the VM boots once per base. No
+    # mutant at all (--baseline-only on an empty directory): the release's baseline alone.
     baselines: list[model.Outcome] = []
-    outcomes: list[model.Outcome] = []
-    bases = list(dict.fromkeys(m.base for m in mutants)) or [None]
-    numbered = list(enumerate(mutants, 1))
+    bases = list(dict.fromkeys(m.base for _, m in runnable)) or ([None] if not forms else [])
+
+    def text() -> str:
+        return model.table([results[i] for i in sorted(results)], baselines, today, a.release)
+
     for base in bases:
-        group = [m for m in mutants if m.base == base] or mutants
+        group = [m for _, m in runnable if m.base == base]
         share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] for m in group)
         if not a.no_baseline:
             baselines.append(_baseline(a, group, base, suite, keep, share_all, shared))
-        for i, m in [] if a.baseline_only else [(i, m) for i, m in numbered if m.base == base]:
-            outcomes.append(_run_mutant(a, i, m, len(mutants), suite, keep, shared))
-            (a.results_dir / "mutants.md").write_text(model.table(outcomes, baselines, dt.date.today().isoformat()))
+        for i, m in [] if a.baseline_only else [(i, m) for i, m in runnable if m.base == base]:
+            results[i] = _run_mutant(a, i, m, len(forms), suite, keep, shared)
+            (a.results_dir / "mutants.md").write_text(text())
 
     if a.provider == "vm":
         shared.down()
-    text = model.table(outcomes, baselines, dt.date.today().isoformat())
-    (a.results_dir / "mutants.md").write_text(text)
+    table = text()
+    (a.results_dir / "mutants.md").write_text(table)
     if a.docs is not None:
-        model.write_docs(a.docs, text, suite, len(outcomes), len(model.load(a.patches)))
-    print(text, end="")
+        docs.write(a.docs, a.release, table, suite, len(results), len(model.load(a.patches)))
+    print(table, end="")
     _say(f"bench took {(time.monotonic() - started) / 60:.1f} min; table in {a.results_dir / 'mutants.md'}")
     alarms = any(b.failed or b.errors for b in baselines)
     return cli.Exit.FAILED if alarms else cli.Exit.OK

@@ -1,0 +1,96 @@
+"""The generated block of docs/mutants.md: per release, the newest run of the bench on it.
+
+``python -m bench.mutants --docs FILE`` replaces its release's section of the block and leaves
+the other releases' sections as they are, then writes the block's summary again from every
+section: one row per release (caught/ran, not applicable, false alarms, the run's date and suite
+version). A section is the bench's own table of that run, never edited by hand:
+
+    <!-- mutants:begin -->
+    ...summary...
+    <!-- mutants:v1.37.1:begin -->
+    ...that release's run...
+    <!-- mutants:v1.37.1:end -->
+    <!-- mutants:end -->
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+BEGIN = "<!-- mutants:begin -->"
+END = "<!-- mutants:end -->"
+SECTION = re.compile(r"<!-- mutants:(v1\.\d+\.\d+):begin -->\n(.*?)<!-- mutants:\1:end -->\n", re.S)
+# what a section's text says, as the bench wrote it (table() and section()); the older form of the
+# last line (without "on RELEASE" and the not-applicable count) is read as 0 not applicable
+_CAUGHT = re.compile(r"^caught (\d+)/(\d+) mutants(?: on \S+)?(?:, (\d+) not applicable)?, (\d+) false alarms"
+                     r"( \(no baseline run\))?$", re.M)
+_DATE = re.compile(r"^Mutant bench(?: on \S+)? \((\d{4}-\d\d-\d\d)\)$", re.M)
+_PARTIAL = re.compile(r"^A partial run: (\d+) of the bench's (\d+) mutants\.", re.M)
+_SUITE = re.compile(r"Suite version `(\w+)`")
+SUITE_NOTE = "(a hash of e2e/, workloads/, conftest.py)"
+
+
+def block(path: Path) -> tuple[int, int]:
+    """Where the generated block of a docs page starts and ends; ValueError when it has none."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path} has no generated block ({BEGIN} ... {END})")
+    return start, end
+
+
+def sections(path: Path) -> dict[str, str]:
+    """The block's sections, by release."""
+    start, end = block(path)
+    return {m.group(1): m.group(2) for m in SECTION.finditer(path.read_text(encoding="utf-8")[start:end])}
+
+
+def section(release: str, table_text: str, suite: str, ran: int | None = None, total: int | None = None) -> str:
+    """One run's section: the suite version it ran and, where it took only some of the bench's
+    mutants, how many; then the bench's table."""
+    part = f"A partial run: {ran} of the bench's {total} mutants. " if ran is not None and total and ran < total else ""
+    return f"### {release}\n\n{part}Suite version `{suite}` {SUITE_NOTE}.\n\n{table_text.rstrip()}\n"
+
+
+def _version(release: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in release[1:].split("."))
+
+
+def summary_row(release: str, body: str) -> str:
+    """A release's row of the summary, read from its section."""
+    caught, date, partial, suite = _CAUGHT.search(body), _DATE.search(body), _PARTIAL.search(body), _SUITE.search(body)
+    if caught:
+        score, na = f"{caught.group(1)}/{caught.group(2)}", caught.group(3) or "0"
+        alarms = "no baseline run" if caught.group(5) else caught.group(4)
+    else:
+        score = na = alarms = "?"
+    run = (date.group(1) if date else "?") + (f"; partial: {partial.group(1)} of {partial.group(2)} mutants"
+                                              if partial else "")
+    return f"| {release} | {score} | {na} | {alarms} | {run} | `{suite.group(1) if suite else '?'}` |"
+
+
+def render(by_release: dict[str, str]) -> str:
+    """The whole block but its end marker: the summary, then every release's section, oldest first."""
+    releases = sorted(by_release, key=_version)
+    rows = [summary_row(r, by_release[r]) for r in releases]
+    parts = [f"{BEGIN}\n",
+             "Per release, its newest run (`--docs` replaces that release's row and section and keeps the"
+             " others). Caught counts the mutants that ran there; not applicable ones are in their own"
+             " column.\n\n",
+             "| release | caught | not applicable | false alarms | run | suite version |\n",
+             "|---|---|---|---|---|---|\n",
+             *[row + "\n" for row in rows]]
+    for r in releases:
+        parts.append(f"\n<!-- mutants:{r}:begin -->\n{by_release[r]}<!-- mutants:{r}:end -->\n")
+    return "".join(parts)
+
+
+def write(path: Path, release: str, table_text: str, suite: str, ran: int | None = None,
+          total: int | None = None) -> None:
+    """Replace ``release``'s section of the page's block with this run's, keep the others, and
+    write the summary again."""
+    start, end = block(path)
+    text = path.read_text(encoding="utf-8")
+    by_release = sections(path)
+    by_release[release] = section(release, table_text, suite, ran, total)
+    path.write_text(text[:start] + render(by_release) + text[end:], encoding="utf-8")
