@@ -41,3 +41,15 @@ def take(path: Path) -> IO[str]:
 def release(handle: IO[str]) -> None:
     fcntl.flock(handle, fcntl.LOCK_UN)
     handle.close()
+
+
+def remove_if_alone(path: Path) -> None:
+    """Remove the lock file and its directory when the directory holds nothing else (the lock was
+    taken for work that then made nothing). Another file in it, or a directory not empty by the
+    time it is removed, leaves both."""
+    try:
+        if [p.name for p in path.parent.iterdir()] == [path.name]:
+            path.unlink()
+            path.parent.rmdir()
+    except OSError:
+        pass

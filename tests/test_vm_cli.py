@@ -101,7 +101,7 @@ def test_missing_host_tools_are_one_preflight_message_before_anything_is_built(e
     assert output.count("apt-get install") == 1, output
     assert ("missing packages, in one line (as root): apt-get install -y qemu-system-x86 qemu-utils debootstrap"
             " e2fsprogs gcc (or run again with --install-host-packages)") in output, output
-    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == ["starting.lock"], "up started something"
+    assert not (tmp_path / "state").exists(), "up started something"
     assert not (tmp_path / "cache" / "bin").exists() and not (tmp_path / "cache" / "vm").exists()
 
 
@@ -205,3 +205,23 @@ def test_a_goproxy_that_names_no_proxy_is_a_usage_error(env: dict[str, str], val
                                               ("", "https://proxy.golang.org")])
 def test_the_module_proxy_is_the_first_url_in_goproxy(value: str, proxy: str) -> None:
     assert versions.module_proxy(value) == proxy
+
+
+def test_an_up_that_fails_before_making_anything_leaves_no_state_directory(env: dict[str, str], tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    one_error(run(env, "up", "--k8s-version", "latest", "--state-dir", str(state)), cli.Exit.PREFLIGHT)
+    assert not state.exists(), sorted(p.name for p in state.iterdir())
+
+
+def test_a_state_directory_that_existed_is_kept(tmp_path: Path) -> None:
+    from clusters.vm.cluster import VmCluster
+
+    state = tmp_path / "state"
+    state.mkdir()
+    with VmCluster(state).starting():
+        pass
+    assert state.is_dir()
+    made = tmp_path / "made"
+    with VmCluster(made).starting():
+        (made / "console.log").write_text("kept: the failure points at it\n")
+    assert (made / "console.log").exists()

@@ -6,11 +6,11 @@
     python -m clusters.vm set-behavior NoSwap
     python -m clusters.vm exec -- cat /proc/swaps
     python -m clusters.vm down
-    python -m clusters.vm build [--k8s-version v1.37.1] [--kernel 6.12]   # caches only
+    python -m clusters.vm build [--k8s-version v1.37.2] [--kernel 6.12]   # caches only
     ... up|build|node-image|kind-host up [--k8s-patch FILE ...] [--k8s-source DIR] [--install-host-packages]
     python -m clusters.vm swap-kubelet --k8s-patch FILE   # that build's kubelet on the running node
 
-    python -m clusters.vm node-image [--k8s-version v1.37.1]   # the local kind node image
+    python -m clusters.vm node-image [--k8s-version v1.37.2]   # the local kind node image
     eval "$(python -m clusters.vm kind-host up)"              # a Docker host for kind, in a VM
     python -m clusters.vm kind-host env | status | down
     python -m clusters.vm kind-host exec -- docker ps

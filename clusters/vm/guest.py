@@ -47,6 +47,7 @@ class Guest(Generic[S]):
         if self._starting is not None:  # this process holds it already (the CLI, then up())
             yield
             return
+        created = not self.state_dir.exists()
         try:
             handle = pidlock.take(self.state_dir / "starting.lock")
         except pidlock.Held as held:
@@ -59,6 +60,8 @@ class Guest(Generic[S]):
         finally:
             self._starting = None
             pidlock.release(handle)
+            if created:  # an up that failed before making anything leaves no directory behind
+                pidlock.remove_if_alone(self.state_dir / "starting.lock")
 
     # --- state -----------------------------------------------------------------------------
     @property
