@@ -14,7 +14,6 @@ import yaml
 
 from clusters import kubelet_config, kubelet_refusal, waits
 from clusters.kubelet_config import KubeletConfigError, NodeKubelet
-from clusters.provider import NotCoveredError, Provider, SwapNode
 from e2e import oracle
 
 PINS = ("v1.34.12", "v1.35.8", "v1.36.5", "v1.37.1", "v1.37.2", "v1.37.1+patch.d95d893d74da")
@@ -265,18 +264,3 @@ def test_a_node_that_cannot_be_read_is_not_restarted() -> None:
     with pytest.raises(KubeletConfigError, match="cat failed"):
         node.attempt_start(kubelet_config.fail_swap_on_unset())
     assert node.restarts == 0 and node.written == []
-
-
-def test_a_provider_without_the_capability_says_so() -> None:
-    class Bare(Provider):
-        name = "bare"
-
-        def coverage(self, behaviors):  # noqa: ANN001, ANN201
-            return {}
-
-        def node_for(self, behavior):  # noqa: ANN001, ANN201
-            raise AssertionError
-
-    node = SwapNode("NoSwap", "bare", "c", "kc", "n", "v1.37.1", "6.12", 1, 1, 1, True)
-    with pytest.raises(NotCoveredError, match=r"cannot reconfigure a kubelet for one test \(failSwapOn left out"):
-        Bare().attempt_kubelet_start(node, kubelet_config.fail_swap_on_unset())

@@ -60,6 +60,7 @@ def test_eviction_thresholds_are_confirmed_live_and_restored() -> None:
 
 
 def test_a_provider_without_the_capability_says_so() -> None:
+    from clusters import kubelet_config
     from clusters.provider import NotCoveredError, Provider
 
     class Bare(Provider):
@@ -75,6 +76,8 @@ def test_a_provider_without_the_capability_says_so() -> None:
     with pytest.raises(NotCoveredError, match=r"the bare provider cannot reconfigure a kubelet for one test \(evictionSoft"):
         with Bare().eviction_thresholds(node, {"memory.available": "1Gi"}, "60s"):
             pass
+    with pytest.raises(NotCoveredError, match=r"cannot reconfigure a kubelet for one test \(failSwapOn left out"):
+        Bare().attempt_kubelet_start(node, kubelet_config.fail_swap_on_unset())
     with pytest.raises(NotCoveredError, match="the bare provider cannot restart a kubelet for one test"):
         Bare().restart_kubelet(node, "NoSwap")
     assert not Bare.reconfigures_kubelets and not Bare.restarts_kubelets
