@@ -400,6 +400,11 @@ def is_critical_pod(pod: Any) -> bool:
 # memory.swap.max
 # ---------------------------------------------------------------------------------------------
 
+def shown_inputs(inputs: Mapping[str, Any]) -> str:
+    """A decision's inputs as a report line shows them: name=value, ..."""
+    return ", ".join(f"{k}={v!r}" for k, v in inputs.items())
+
+
 @dataclass(frozen=True)
 class SwapDecision:
     """The value the kubelet writes to memory.swap.max, and the rule that decided it."""
@@ -409,8 +414,7 @@ class SwapDecision:
     inputs: Mapping[str, Any]
 
     def __str__(self) -> str:
-        shown = ", ".join(f"{k}={v!r}" for k, v in self.inputs.items())
-        return f"{self.value} ({self.rule}; {shown})"
+        return f"{self.value} ({self.rule}; {shown_inputs(self.inputs)})"
 
 
 def _limited_swap_bytes(request: int, node_memory: int, node_swap: int) -> tuple[int, str]:
@@ -1105,8 +1109,7 @@ class StartRefusal:
     inputs: Mapping[str, Any]
 
     def __str__(self) -> str:
-        shown = ", ".join(f"{k}={v!r}" for k, v in self.inputs.items())
-        return f"{self.message!r} ({self.rule}; {shown})"
+        return f"{self.message!r} ({self.rule}; {shown_inputs(self.inputs)})"
 
 
 def _go_bool(value: bool) -> str:

@@ -45,13 +45,10 @@ def refused_start(node: SwapNode, provider: Provider, record: Recorder, change: 
     wanted = f"refused, logging {expected.message!r}"
     found = oracle.logged(expected.message, attempt.kubelet_lines()) if attempt.refused else None
     observed = wanted if found else attempt.outcome() + (", without that line in its log" if attempt.refused else "")
-    claim(record, f"kubelet start with {change.what}", wanted, observed, f"{expected.rule}; {_shown(expected)}",
+    claim(record, f"kubelet start with {change.what}", wanted, observed, f"{expected.rule}; {oracle.shown_inputs(expected.inputs)}",
           explain=attempt.describe)
     return attempt
 
-
-def _shown(refusal: oracle.StartRefusal) -> str:
-    return ", ".join(f"{key}={value!r}" for key, value in refusal.inputs.items())
 
 
 @pytest.mark.needs_behavior("NoSwap")

@@ -374,12 +374,18 @@ def test_memory_resize_with_restart_policy_restarts_the_container(swap_node: Swa
           cgroup(ws, "restarted"), inputs, explain=context)
 
 
+def _acted_on(ws: Workspace, name: str, generation: int) -> dict[str, Any] | None:
+    """The pod, unless the kubelet has not yet observed this generation of it."""
+    pod = ws.observer.pod(ws.namespace, name)
+    seen = pod.get("status", {}).get("observedGeneration")  # PodObservedGenerationTracking, on from 1.34
+    return None if seen is not None and seen < generation else pod
+
+
 def _restarted_or_refused(ws: Workspace, name: str, generation: int, old_id: str | None) -> dict[str, Any] | None:
     """The pod once the kubelet has acted on this generation for good: refused as Infeasible, or
     carried out with the container restarted (no resize condition, a new container running)."""
-    pod = ws.observer.pod(ws.namespace, name)
-    seen = pod.get("status", {}).get("observedGeneration")  # PodObservedGenerationTracking, on from 1.34
-    if seen is not None and seen < generation:
+    pod = _acted_on(ws, name, generation)
+    if pod is None:
         return None
     condition = resize_condition(pod)
     if condition is not None:
@@ -394,9 +400,8 @@ def _decided(ws: Workspace, name: str, generation: int, container: str | None = 
     """The pod once the kubelet has acted on this generation: refused (PodResizePending) or
     carried out (no resize condition, and the container's allocated `changed` (kind, resource,
     value) is the new value; by default its memory request is the spec's)."""
-    pod = ws.observer.pod(ws.namespace, name)
-    seen = pod.get("status", {}).get("observedGeneration")  # PodObservedGenerationTracking, on from 1.34
-    if seen is not None and seen < generation:
+    pod = _acted_on(ws, name, generation)
+    if pod is None:
         return None
     condition = resize_condition(pod)
     if condition is not None:
