@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from e2e.nodefiles import HOST_CGROUP, SCRATCH, NodeFiles, Space
@@ -52,6 +53,26 @@ def node_agent(observer: NodeObserver, image: str, workspace: MakeSpace) -> Node
         _agents[observer] = NodeFiles.on(ws, node.name, name="node-agent", critical=True, command=command,
                                          extra_labels=AGENT_ROLE)
     return _agents[observer]
+
+
+@dataclass(frozen=True)
+class AgentContainer:
+    """The agent's own container: system-node-critical, so NoSwap under every behavior (its
+    memory.swap.max is 0) in a pod whose cgroup the kubelet leaves unlimited. A container and a
+    pod every node of the run has, without a pod of the test's own."""
+
+    namespace: str
+    pod: str
+    container: str
+    uid: str  # the pod's
+    id: str  # the container's, as its cgroup directory names it
+
+
+def agent_container(agent: NodeFiles) -> AgentContainer:
+    pod = agent.ws.observer.pod(agent.ws.namespace, agent.pod)
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "reader")
+    return AgentContainer(agent.ws.namespace, agent.pod, "reader", pod["metadata"]["uid"],
+                          status["containerID"].rpartition("://")[2])
 
 
 def remove_agents() -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clusters import waits
@@ -116,6 +117,21 @@ class NodeFiles:
         """(cgroup path, content) of the first cgroup whose directory name contains name_part."""
         read = self.read_cgroups([name_part], [file])
         return read.path(name_part), read.value(name_part, file)
+
+
+def kubelet_cgroups_above(container_path: str) -> list[str]:
+    """The cgroups the kubelet made above a container, innermost first: its pod's, its QoS
+    class's (none for a Guaranteed pod) and the node allocatable cgroup, which is the outermost
+    whose name says kubepods (systemd: kubepods.slice, or kind's kubelet-kubepods.slice below its
+    cgroupRoot; cgroupfs: kubepods, above burstable/ and pod<uid>/)."""
+    found = []
+    for path in PurePosixPath(container_path).parents:
+        if str(path) in (HOST_CGROUP, "/"):
+            break
+        found.append(str(path))
+        if "kubepods" in path.name and "kubepods" not in path.parent.name:
+            return found
+    raise AssertionError(f"no kubepods cgroup above {container_path}: not a container the kubelet made?")
 
 
 NODE_SWAP_FILES = ("memory.current", "memory.swap.current")  # of the root: what node_swap_usage needs

@@ -725,6 +725,18 @@ def expected_memory_max(pod: Any, container_name: str, page_size: int = PAGE_SIZ
     return readback_swap_max(limit if limit > 0 else None, page_size)
 
 
+# The cgroups the kubelet makes above a container (its pod's, the QoS class's, the node
+# allocatable "kubepods") carry memory settings and never a swap limit: cm/cgroup_manager_linux.go
+# toResources (v1.34-v1.37) fills Memory and no MemorySwap, and its Unified map only from a
+# ResourceConfig's own, which ResourceConfigForPod (helpers_linux.go), qos_container_manager_linux.go
+# and node_container_manager_linux.go never set; runc's fs2 writes memory.swap.max only for a
+# MemorySwap set. So the kernel's default stands: `max`, and a container's swap is bounded by its
+# own memory.swap.max alone.
+PARENT_SWAP_MAX = "max"
+PARENT_SWAP_MAX_RULE = ("the kubelet sets no swap limit on the pod, QoS or node allocatable cgroups"
+                        " (cm/cgroup_manager_linux.go toResources: memory only)")
+
+
 # ---------------------------------------------------------------------------------------------
 # Memory-backed volumes
 # ---------------------------------------------------------------------------------------------
@@ -1047,6 +1059,28 @@ def resource_metrics_carry_container_swap(kubelet_version: str, container_runtim
     cadvisor_stats = (container_runtime.startswith("cri-o://")
                       and not (feature_gates or {}).get("PodAndContainerStatsFromCRI", False))
     return cadvisor_stats
+
+
+# /stats/summary's swap of one cgroup, v1.34-v1.37 pkg/kubelet/stats/helper.go
+# cadvisorInfoToSwapStats: swapUsageBytes is cAdvisor's swap usage; swapAvailableBytes is the
+# cgroup's swap limit minus that usage, and left out where the limit is unlimited
+# (isMemoryUnlimited: above 1<<62, which "max" is). cAdvisor gives its root container the
+# machine's swap (SwapTotal) as limit (container/raw/handler.go GetSpec), so the node's is
+# SwapTotal - usage; a pod's cgroup and kubepods, never limited (PARENT_SWAP_MAX), get none; a
+# container whose memory.swap.max is 0 gets 0. /metrics/resource's container_swap_limit_bytes is
+# available + usage wherever available is reported (metrics/collectors/resource_metrics.go
+# collectContainerSwapMetrics): 0, present, for a container without swap.
+SUMMARY_SWAP_AVAILABLE_RULE = ("swapAvailableBytes = the cgroup's swap limit - its usage, left out where the limit"
+                               " is max (pkg/kubelet/stats/helper.go cadvisorInfoToSwapStats); the node's limit is"
+                               " SwapTotal (cAdvisor's root)")
+
+
+def summary_swap_available(swap_limit: str, usage: int) -> int | None:
+    """A cgroup's swapAvailableBytes for its swap limit as read (`memory.swap.max`, or the node's
+    SwapTotal as text) and its usage; None where the kubelet leaves it out."""
+    if swap_limit == "max":
+        return None
+    return (int(swap_limit) - usage) % 2**64  # uint64, as in Go
 
 
 def node_memory_available(capacity: int, working_set: int, hugepage_bytes: int = 0) -> int:

@@ -24,7 +24,7 @@ from clusters import shared
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.alone import burst
-from e2e.nodefiles import CgroupRead
+from e2e.nodefiles import CgroupRead, kubelet_cgroups_above
 from e2e.observe import NodeObserver, explanation, unique_name
 from e2e.workspace import Workspace, observer_of
 from workloads.pods import QOS_SHAPES, PodShape, ephemeral_container, labels
@@ -43,6 +43,7 @@ class ShapePods:
     built: dict[str, dict[str, Any]] = field(default_factory=dict)  # shape id -> the manifest sent
     dropped: dict[str, str] = field(default_factory=dict)  # shape id -> why the API server changed it
     cgroups: CgroupRead | None = None
+    above: CgroupRead | None = None  # the cgroups above the containers (kubelet_cgroups_above): memory.swap.max
     explanations: dict[str, str] = field(default_factory=dict)  # shape id -> the pod and its events
     printed: dict[str, dict[str, str]] = field(default_factory=dict)  # shape id -> init container -> its log
     problems: dict[str, str] = field(default_factory=dict)  # "shape id/container" -> why it could not be read
@@ -69,6 +70,20 @@ class ShapePods:
         assert len(documents) == 1, f"{shape.id}/{container}: expected one JSON document in its log, got {log!r}"
         return CgroupRead.parse(documents[0]).value(".", cgroup_file)
 
+    def swap_max_above(self, shape: PodShape) -> dict[str, str]:
+        """memory.swap.max of each cgroup the kubelet made above the pod's containers (its pod's,
+        its QoS class's, kubepods), by path, innermost first."""
+        assert self.cgroups is not None and self.above is not None
+        container = container_id(self.pods[shape.id], shape.container_names()[0])
+        self._no_problem(shape, shape.container_names()[0])
+        values = {}
+        for path in kubelet_cgroups_above(self.cgroups.path(container)):
+            part = path.rpartition("/")[2]
+            # the read names each by its directory name: it must have found this very directory
+            assert self.above.path(part) == path, f"{part}: the read found {self.above.path(part)}, not {path}"
+            values[path] = self.above.value(part, "memory.swap.max")
+        return values
+
     def _no_problem(self, shape: PodShape, container: str) -> None:
         """An ephemeral container that could not be added, or an init container's log that could
         not be read, fails the tests that read it (only those: every other shape check stands)."""
@@ -83,13 +98,15 @@ class ShapePods:
         """What every xdist worker's tests read (the node is each worker's own)."""
         return {"namespace": self.namespace, "pods": self.pods, "built": self.built, "dropped": self.dropped,
                 "cgroups": dataclasses.asdict(self.cgroups) if self.cgroups else None,
+                "above": dataclasses.asdict(self.above) if self.above else None,
                 "explanations": self.explanations, "printed": self.printed, "problems": self.problems}
 
     @classmethod
     def from_json(cls, node: SwapNode, data: dict[str, Any]) -> "ShapePods":
         cgroups = CgroupRead(**data["cgroups"]) if data.get("cgroups") else None
-        return cls(node, data["namespace"], data["pods"], data["built"], data["dropped"], cgroups, data["explanations"],
-                   data.get("printed", {}), data.get("problems", {}))
+        above = CgroupRead(**data["above"]) if data.get("above") else None
+        return cls(node, data["namespace"], data["pods"], data["built"], data["dropped"], cgroups, above,
+                   data["explanations"], data.get("printed", {}), data.get("problems", {}))
 
 
 def container_id(pod: dict[str, Any], container: str) -> str:
@@ -190,6 +207,10 @@ def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
         extras = add_extras(observer, namespace, image, supported, deployed)
         ids = [container_id(deployed.pods[s.id], c) for s in supported for c in s.container_names()] + extras
         deployed.cgroups = reader.read_cgroups(ids, CGROUP_FILES)
+        # a container whose cgroup was not found fails the tests that read it, not the deployment
+        found = [p for p in deployed.cgroups.paths.values() if p]
+        above = {path.rpartition("/")[2] for p in found for path in kubelet_cgroups_above(p)}
+        deployed.above = reader.read_cgroups(sorted(above), ("memory.swap.max",))
         events = observer.events_by_object(namespace)
         deployed.explanations = {s.id: explanation(deployed.pods[s.id], events.get(s.id, [])) for s in supported}
     except BaseException as error:

@@ -97,6 +97,23 @@ def test_memory_max_is_the_limit(swap_node: SwapNode, shape_pods: ShapePods, sha
     each.hold(explain=shape_pods.report(shape))
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_no_swap_limit_above_the_container(swap_node: SwapNode, shape_pods: ShapePods, shape: PodShape,
+                                           record: Recorder) -> None:
+    """The cgroups the kubelet makes above a container (the pod's, its QoS class's, the node
+    allocatable `kubepods`) read memory.swap.max `max` under every behavior: the kubelet bounds
+    swap per container only.
+
+    Read in the shapes' one batch, each cgroup found from the container's path; a Guaranteed pod
+    has no QoS cgroup of its own. A pod-level swap limit would take swap from containers that
+    have a share, or give none to containers the kubelet left unlimited."""
+    shape_pods.pod(shape)
+    each = Claims(record)
+    for path, value in shape_pods.swap_max_above(shape).items():
+        each.claim(f"memory.swap.max of {path}", oracle.PARENT_SWAP_MAX, value, oracle.PARENT_SWAP_MAX_RULE)
+    each.hold(explain=shape_pods.report(shape))
+
+
 INIT_SHAPES = [_shape_param(s) for s in QOS_SHAPES if s.printing_init_containers()]
 EPHEMERAL_SHAPES = [_shape_param(s) for s in QOS_SHAPES if s.ephemeral]
 

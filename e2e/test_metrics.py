@@ -13,6 +13,7 @@ container figures agree: a kubelet swapping those two levels is not seen.)"""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,8 @@ import pytest
 from clusters import waits
 from clusters.provider import SwapNode
 from e2e import oracle
-from e2e.claims import claim
+from e2e.agent import agent_container
+from e2e.claims import Claims, claim
 from e2e.workspace import Workspace
 from e2e.metrics import (
     Reported,
@@ -36,7 +38,7 @@ from e2e.metrics import (
     summary_container,
     summary_pod,
 )
-from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles
+from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles, kubelet_cgroups_above
 from e2e.observe import NodeObserver, wait_for
 from e2e.record import Recorder
 from e2e.sizing import swapping_past_limit
@@ -87,6 +89,71 @@ def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callab
           "SwapTotal (/proc/meminfo)", explain=f"nodeInfo {info}; SwapTotal {swap_total}")
 
 
+@pytest.mark.min_kubernetes("1.34")
+def test_a_container_without_swap_reports_zero_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
+    """A container whose memory.swap.max is 0 reports swap usage 0 and swapAvailableBytes 0 in
+    /stats/summary, and container_swap_usage_bytes 0 and container_swap_limit_bytes 0 in
+    /metrics/resource: present, not left out.
+
+    The container is the node agent's (system-node-critical: NoSwap under every behavior). A
+    limit of 0 is a limit (oracle.summary_swap_available); the metric's limit is available +
+    usage. The kubelet's zeros for a container cAdvisor has not sampled yet are the same values,
+    so there is nothing to wait for."""
+    ws = workspace(swap_node)
+    agent = agent_container(ws.node_files())
+    read = ws.node_files().read_cgroups([agent.id], ("memory.swap.max", "memory.swap.current"))
+    swap_max, usage = read.value(agent.id, "memory.swap.max"), int(read.value(agent.id, "memory.swap.current"))
+    assert swap_max == "0", f"the node agent's container has memory.swap.max {swap_max}, not 0: it proves nothing"
+    summary = json.loads(ws.observer.node_proxy("stats/summary"))
+    swap = (summary_container(summary, agent.namespace, agent.pod, agent.container) or {}).get("swap") or {}
+    samples = parse_prometheus(ws.observer.node_proxy("metrics/resource"))
+    labels = {"container": agent.container, "namespace": agent.namespace, "pod": agent.pod}
+    inputs = f"{oracle.SUMMARY_SWAP_AVAILABLE_RULE}; memory.swap.max {swap_max}, memory.swap.current {usage}"
+    available = oracle.summary_swap_available(swap_max, usage)
+    each = Claims(ws.record)
+    each.claim("/stats/summary container swapUsageBytes", usage, swap.get("swapUsageBytes"), inputs)
+    each.claim("/stats/summary container swapAvailableBytes", available, swap.get("swapAvailableBytes"), inputs)
+    for name, expected in (("container_swap_usage_bytes", usage), ("container_swap_limit_bytes", available + usage)):
+        sample = find(samples, name, **labels)
+        each.claim(name, float(expected), sample.value if sample else "left out", inputs)
+    each.hold(explain=f"{agent}; summary swap {swap}\nnode: {swap_node.describe()}")
+
+
+def test_swap_available_is_left_out_where_swap_is_unlimited(swap_node: SwapNode,
+                                                            workspace: Callable[[SwapNode], Workspace]) -> None:
+    """/stats/summary reports a pod's swap usage without swapAvailableBytes (its pod cgroup's
+    memory.swap.max is max), node.systemContainers "pods" likewise (kubepods), and the node's
+    swapAvailableBytes as SwapTotal minus its swap usage.
+
+    cAdvisor's root container has the machine's swap as its limit; the cgroups above a container
+    have none (oracle.PARENT_SWAP_MAX). The pod is the node agent's; each figure pair comes from
+    one cAdvisor sample, so the node's sum is exact however the usage moves."""
+    ws = workspace(swap_node)
+    agent = agent_container(ws.node_files())
+    container = ws.node_files().read_cgroups([agent.id], ("memory.swap.max",))
+    above = kubelet_cgroups_above(container.path(agent.id))
+    parts = {"pod": above[0].rpartition("/")[2], "pods": above[-1].rpartition("/")[2]}
+    read = ws.node_files().read_cgroups(list(parts.values()), ("memory.swap.max",), meminfo=True)
+    swap_total = read.meminfo["SwapTotal"]
+    summary = json.loads(ws.observer.node_proxy("stats/summary"))
+    node = summary.get("node") or {}
+    stats = {"pod": (summary_pod(summary, agent.namespace, agent.pod) or {}).get("swap") or {},
+             "pods": next((c.get("swap") or {} for c in node.get("systemContainers") or [] if c.get("name") == "pods"), {}),
+             "node": node.get("swap") or {}}
+    limits = {level: read.value(part, "memory.swap.max") for level, part in parts.items()} | {"node": str(swap_total)}
+    each = Claims(ws.record)
+    for level, swap in stats.items():
+        usage = swap.get("swapUsageBytes")
+        inputs = f"{oracle.SUMMARY_SWAP_AVAILABLE_RULE}; swap limit {limits[level]}, reported usage {usage}"
+        if not each.claim(f"/stats/summary {level} swapUsageBytes", "reported", "reported" if usage is not None
+                          else "left out", inputs):
+            continue
+        expected = oracle.summary_swap_available(limits[level], usage)
+        each.claim(f"/stats/summary {level} swapAvailableBytes", "left out" if expected is None else expected,
+                   swap.get("swapAvailableBytes", "left out"), inputs)
+    each.hold(explain=f"{agent}; pod cgroup {above[0]}, kubepods {above[-1]}; swap {stats}\nnode: {swap_node.describe()}")
+
+
 @dataclass
 class SwappingPod:
     """A Burstable pod pushed past its memory limit, holding, with part of it in swap, and a
@@ -99,24 +166,27 @@ class SwappingPod:
     container_id: str
     node_files: NodeFiles
     meminfo: bool = True  # the node's figure needs /proc/meminfo (its root cgroup has no memory.current)
+    kubepods: str = ""  # the node allocatable cgroup's directory name, once the first read found it
 
     def parts(self) -> list[str]:
-        return [self.container_id, "pod" + self.uid, "."]
+        return [self.container_id, "pod" + self.uid, *([self.kubepods] if self.kubepods else []), "."]
 
     def read(self) -> CgroupRead:
-        """The container's, the pod's and the node's cgroup files (and /proc/meminfo), in one exec."""
+        """The container's, the pod's, kubepods' and the node's cgroup files (and /proc/meminfo), in one exec."""
         return self.node_files.read_cgroups(self.parts(), FILES, meminfo=True)
 
     def series_over(self, seconds: float, observer: NodeObserver) -> dict[str, list[tuple[int, int | None]]]:
         """Each level's figure every READ_EVERY_MS for `seconds`, on the node's clock (one exec,
         through `observer`'s own client: it runs in a thread beside the scrapes)."""
         reads = self.node_files.read_cgroups_over(self.parts(), FILES, READ_EVERY_MS, seconds, self.meminfo, observer)
-        series: dict[str, list[tuple[int, int | None]]] = {"container": [], "pod": [], "node": [], "container available": []}
+        series: dict[str, list[tuple[int, int | None]]] = {"container": [], "pod": [], "node": [], "container available": [],
+                                                            "pods": []}
         for read in reads:
             usage = int(read.value(self.container_id, "memory.swap.current"))
             series["container"].append((read.unix_ms, usage))
             series["pod"].append((read.unix_ms, int(read.value("pod" + self.uid, "memory.swap.current"))))
             series["node"].append((read.unix_ms, read.node_swap_usage()[0]))
+            series["pods"].append((read.unix_ms, int(read.value(self.kubepods, "memory.swap.current"))))
             # /stats/summary: available = the container's memory.swap.max - its usage (cadvisorInfoToSwapStats)
             swap_max = read.value(self.container_id, "memory.swap.max")
             series["container available"].append((read.unix_ms, int(swap_max) - usage if swap_max.isdigit() else None))
@@ -137,6 +207,7 @@ def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]
     swapping = SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], ws.node_files())
     first = swapping.read()
     swapping.meminfo = "meminfo" in first.node_swap_usage()[1]
+    swapping.kubepods = kubelet_cgroups_above(first.path(swapping.container_id))[-1].rpartition("/")[2]
     swap_max = first.value(swapping.container_id, "memory.swap.max")
     kubelet_has_swap_stats(swapping, int(swap_max) if swap_max.isdigit() else None)
     return swapping
@@ -260,9 +331,12 @@ def stats_summary(ws: Workspace) -> Scrape:
 
     def scrape() -> list[Reported]:
         summary = json.loads(ws.observer.node_proxy("stats/summary"))
+        node = summary.get("node") or {}
         stats = {"container": (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap") or {},
                  "pod": (summary_pod(summary, ws.namespace, "swapping") or {}).get("swap") or {},
-                 "node": (summary.get("node") or {}).get("swap") or {}}
+                 "node": node.get("swap") or {},
+                 "pods": next((c.get("swap") or {} for c in node.get("systemContainers") or [] if c.get("name") == "pods"),
+                              {})}
         found = [reported_from_summary(level, s.get("swapUsageBytes"), s.get("time")) for level, s in stats.items()]
         container = stats["container"]
         return found + [reported_from_summary("container available", container.get("swapAvailableBytes"), container.get("time"))]
@@ -279,9 +353,9 @@ def stats_summary(ws: Workspace) -> Scrape:
 @pytest.mark.min_kubernetes("1.30")
 @pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
 def test_swap_usage_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
-    """The container, pod and node swap usage in /metrics/resource and /stats/summary, and the
-    container's swapAvailableBytes, equal the node's cgroup figures when the kubelet read them
-    (1.34-1.35: the /metrics/resource container series is 0, k/k#137093).
+    """Container, pod and node swap usage in /metrics/resource and /stats/summary, and the
+    summary's container swapAvailableBytes and "pods" system container usage equal the node's
+    cgroup figures when read (1.34-1.35: the container series is 0: k/k#137093).
 
     Every level must equal its figure in two distinct samples within METRIC_SECONDS, and no sample
     may differ from a figure that stood still for the 10 s before it (the module's docstring says
@@ -290,7 +364,7 @@ def test_swap_usage_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod:
     container = carries_container_swap(swap_node)
     proved_by_the_node(swapping_pod, {
         "/metrics/resource": (resource_metrics(ws, container), ("container", "pod", "node") if container else ("pod", "node")),
-        "/stats/summary": (stats_summary(ws), ("container", "pod", "node", "container available")),
+        "/stats/summary": (stats_summary(ws), ("container", "pod", "node", "container available", "pods")),
     })
     if not container:
         claim_known_zeros(swapping_pod, "container_swap_usage_bytes")

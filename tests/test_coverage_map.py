@@ -22,10 +22,15 @@ MUTANTS = ROOT / "bench" / "mutants"
 TEST_REF = re.compile(r"\b(test_\w+\.py)::(test_\w+)(?:\[([^\]]+)\])?")
 MUTANT_REF = re.compile(r"\b(\d{2}-[a-z](?:[a-z0-9-]*[a-z0-9])?)\b")
 CODE_PATH = re.compile(r"(\.go|\bklc):[A-Za-z_]")
-REASONS = ("out of scope: cgroup v1", "out of scope: Windows", "gap")
+# out of scope: what the suite does not run (its nodes are cgroup v2 Linux with a rootful
+# containerd); not observable: a rule no end-to-end observation can tell held (its result equals
+# the result without it, or its input never reaches a kubelet), with why; gap: in scope, no test.
+REASONS = ("out of scope: cgroup v1", "out of scope: Windows", "out of scope: CRI-O", "out of scope: rootless",
+           "not observable:", "gap")
+NOT_OBSERVABLE_WHY = 30  # characters, at least: the reason is the claim that nothing could see it
 PROPOSAL_REF = re.compile(r"\bG(\d+)\b")
 PROPOSAL_HEADING = re.compile(r"^### G(\d+):", re.MULTILINE)
-COUNTS = re.compile(r"\*\*(\d+) rows: (\d+) covered, (\d+) out of scope, (\d+) gaps\.\*\*")
+COUNTS = re.compile(r"\*\*(\d+) rows: (\d+) covered, (\d+) out of scope, (\d+) not observable, (\d+) gaps\.\*\*")
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,9 @@ def problems(text: str, tests: dict[str, set[str]], mutants: set[str], shapes: s
             out.append(f"{row.id}: neither a test nor 'not covered: <reason>'")
         if reason is not None and not reason.startswith(REASONS):
             out.append(f"{row.id}: 'not covered: {reason[:40]}...' gives none of the reasons {REASONS}")
+        if reason is not None and reason.startswith("not observable:") and \
+                len(reason[len("not observable:"):].strip()) < NOT_OBSERVABLE_WHY:
+            out.append(f"{row.id}: 'not observable' without saying why nothing could see it")
         if reason is not None and reason.startswith("gap"):
             numbers = {int(n) for n in PROPOSAL_REF.findall(reason)}
             if not numbers:
@@ -108,15 +116,16 @@ def problems(text: str, tests: dict[str, set[str]], mutants: set[str], shapes: s
     out += [f"mutant {name} is in no row" for name in sorted(mutants - in_rows)]
     counts = COUNTS.search(text)
     if counts is None:
-        out.append("no '**N rows: C covered, O out of scope, G gaps.**' line")
+        out.append("no '**N rows: C covered, O out of scope, U not observable, G gaps.**' line")
     else:
         covered = sum(1 for r in found if r.reason is None)
         scoped = sum(1 for r in found if (r.reason or "").startswith("out of scope"))
+        unseen = sum(1 for r in found if (r.reason or "").startswith("not observable"))
         gaps = sum(1 for r in found if (r.reason or "").startswith("gap"))
-        actual = (len(found), covered, scoped, gaps)
+        actual = (len(found), covered, scoped, unseen, gaps)
         said = tuple(int(n) for n in counts.groups())
         if said != actual:
-            out.append(f"the page says {said} (rows, covered, out of scope, gaps); its table has {actual}")
+            out.append(f"the page says {said} (rows, covered, out of scope, not observable, gaps); its table has {actual}")
     return out
 
 
@@ -134,7 +143,7 @@ def test_the_map_covers_the_dimensions_of_the_issue() -> None:
     assert {"S", "K", "C", "L", "M", "R", "E", "V"} <= groups, groups
 
 
-HEAD = """**3 rows: 1 covered, 1 out of scope, 1 gaps.**
+HEAD = """**4 rows: 1 covered, 1 out of scope, 1 not observable, 1 gaps.**
 
 | id | code path | swap rule | claims (test: check) | mutants |
 |---|---|---|---|---|
@@ -148,7 +157,8 @@ def _page(*lines: str, tail: str = "\n### G1: a proposal\n") -> str:
 CLAIM = "`test_cgroup_limits.py::test_x[shape-a]` (check)"
 GOOD = (f"| K1 | `klc:GetContainerSwapBehavior` | NoSwap for all | {CLAIM} | 01-m |",
         "| K2 | `a/b.go:F` | v1 | not covered: out of scope: cgroup v1 | — |",
-        "| K3 | `a/b.go:G` | r | not covered: gap (G1) | — |")
+        "| K3 | `a/b.go:G` | r | not covered: gap (G1) | — |",
+        "| K4 | `a/b.go:H` | r | not covered: not observable: the result is the same without the rule | — |")
 PROJECT = ({"test_cgroup_limits.py": {"test_x"}, "test_a.py": {"test_y"}}, {"01-m"}, {"shape-a"})
 
 
@@ -168,6 +178,8 @@ def test_a_true_page_passes() -> None:
     (("not covered: gap (G1)", "not covered: gap"), "K3: a gap without a proposal"),
     (("not covered: gap (G1)", "not covered: gap (G7)"), "proposal G7 does not exist"),
     (("`a/b.go:F`", "somewhere"), "K2: the code path names no file:function"),
+    (("not observable: the result is the same without the rule", "not observable: hard"),
+     "K4: 'not observable' without saying why"),
     (("| K3 |", "| K2 |"), "row id K2 is used twice"),
 ])
 def test_an_untrue_page_fails(change: tuple[str, str], expected: str) -> None:
@@ -177,5 +189,5 @@ def test_an_untrue_page_fails(change: tuple[str, str], expected: str) -> None:
 
 
 def test_wrong_counts_fail() -> None:
-    page = _page(*GOOD).replace("1 covered, 1 out of scope, 1 gaps", "2 covered, 0 out of scope, 1 gaps")
-    assert any("the page says (3, 2, 0, 1)" in p for p in problems(page, *PROJECT))
+    page = _page(*GOOD).replace("1 covered, 1 out of scope, 1 not observable", "2 covered, 0 out of scope, 1 not observable")
+    assert any("the page says (4, 2, 0, 1, 1)" in p for p in problems(page, *PROJECT))

@@ -13,7 +13,7 @@ import pytest
 
 from clusters.provider import SwapNode
 from e2e import shapes
-from e2e.nodefiles import CgroupRead
+from e2e.nodefiles import CgroupRead, kubelet_cgroups_above
 from workloads.pods import QOS_SHAPES
 
 NODE = SwapNode("LimitedSwap", "kind", "c", "kc", "node-1", "v1.37.1", "6.12.0", 8 << 30, 8 << 30, 4 << 30, True)
@@ -75,13 +75,24 @@ class FakeApi:
         self.calls.append("delete namespace")
 
 
+POD_CGROUP = "/host-cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0.slice"
+ABOVE = {path.rpartition("/")[2]: path for path in kubelet_cgroups_above(POD_CGROUP + "/c")}
+
+
 class FakeReader:
+    """The node agent: every container in one pod cgroup; the cgroups above it read `max`."""
+
     def __init__(self) -> None:
-        self.parts: list[str] = []
+        self.reads: list[list[str]] = []
+
+    @property
+    def parts(self) -> list[str]:
+        return self.reads[0]  # the containers' one batch
 
     def read_cgroups(self, parts: list[str], files: tuple[str, ...]) -> CgroupRead:
-        self.parts = list(parts)
-        found = {p: {"path": f"/host-cgroup/x/{p}", "files": {f: "0\n" for f in files}} for p in parts}
+        self.reads.append(list(parts))
+        found = {p: {"path": ABOVE.get(p, f"{POD_CGROUP}/{p}"), "files": {f: "max\n" if p in ABOVE else "0\n" for f in files}}
+                 for p in parts}
         return CgroupRead.parse(json.dumps({"unix_ms": 2, "cgroups": found}))
 
 
@@ -144,3 +155,36 @@ def test_a_log_that_is_not_one_document_says_so() -> None:
     deployed = shapes.ShapePods(NODE, "ns", {}, printed={"burstable-init-container": {"init": "swapstress: oops\n"}})
     with pytest.raises(AssertionError, match="expected one JSON document in its log, got 'swapstress: oops"):
         deployed.printed_value(SHAPE["burstable-init-container"], "init", "memory.swap.max")
+
+
+def test_the_cgroups_above_the_containers_are_read_in_one_more_read(deploy) -> None:
+    deployed, _, reader = deploy()
+    assert len(reader.reads) == 2 and sorted(reader.reads[1]) == sorted(ABOVE)
+    above = deployed.swap_max_above(SHAPE["burstable-request-below-limit"])
+    assert list(above) == [POD_CGROUP, POD_CGROUP.rpartition("/")[0], "/host-cgroup/kubepods.slice"]
+    assert set(above.values()) == {"max"}
+
+
+def test_a_cgroup_found_elsewhere_than_above_the_container_fails_its_check(deploy) -> None:
+    deployed, _, _ = deploy()
+    assert deployed.above is not None
+    deployed.above.paths["kubepods.slice"] = "/host-cgroup/other/kubepods.slice"
+    with pytest.raises(AssertionError, match="kubepods.slice: the read found /host-cgroup/other/kubepods.slice"):
+        deployed.swap_max_above(SHAPE["burstable-request-below-limit"])
+
+
+@pytest.mark.parametrize("container, expected", [
+    ("/host-cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-c.scope",
+     ["kubepods-besteffort-pod1.slice", "kubepods-besteffort.slice", "kubepods.slice"]),
+    ("/host-cgroup/kubepods.slice/kubepods-pod1.slice/cri-containerd-c.scope", ["kubepods-pod1.slice", "kubepods.slice"]),
+    ("/host-cgroup/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod1.slice/cri-containerd-c.scope",
+     ["kubelet-kubepods-pod1.slice", "kubelet-kubepods.slice"]),  # kind: cgroupRoot /kubelet
+    ("/host-cgroup/kubepods/burstable/pod1/c", ["pod1", "burstable", "kubepods"]),  # cgroupfs
+])
+def test_the_cgroups_above_a_container_end_at_kubepods(container: str, expected: list[str]) -> None:
+    assert [p.rpartition("/")[2] for p in kubelet_cgroups_above(container)] == expected
+
+
+def test_a_path_without_kubepods_is_not_a_kubelet_container() -> None:
+    with pytest.raises(AssertionError, match="no kubepods cgroup above /host-cgroup/system.slice/x.scope"):
+        kubelet_cgroups_above("/host-cgroup/system.slice/x.scope")
