@@ -269,6 +269,19 @@ def node_swap_gate_off() -> KubeletChange:
                          lambda live, before: gate(live) == gate(before) and file_behavior(live) == file_behavior(before))
 
 
+def workload_controlled_swap_gate_off() -> KubeletChange:
+    """featureGates WorkloadControlledSwap: false, the file's swapBehavior (WorkloadControlledSwap,
+    on that node) kept: a KEP-5359 kubelet must refuse the behavior without its gate."""
+    def apply(cfg: dict[str, Any]) -> None:
+        cfg["featureGates"] = {**(cfg.get("featureGates") or {}), WORKLOAD_CONTROLLED_SWAP: False}
+
+    def gate(config: Mapping[str, Any]) -> Any:
+        return (config.get("featureGates") or {}).get(WORKLOAD_CONTROLLED_SWAP)
+
+    return KubeletChange(f"featureGates {WORKLOAD_CONTROLLED_SWAP}: false", apply, lambda live: True,
+                         lambda live, before: gate(live) == gate(before) and file_behavior(live) == file_behavior(before))
+
+
 def switch_behavior(cfg: dict[str, Any], behavior: str) -> None:
     """Set the config's swapBehavior. WorkloadControlledSwap (KEP-5359) also needs its feature
     gate on the kubelet, which a released kubelet does not know: it is turned on only for that

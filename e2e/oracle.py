@@ -1150,7 +1150,8 @@ def _go_bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_version: str) -> StartRefusal | None:
+def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_version: str,
+                          workload_controlled_swap: bool = False) -> StartRefusal | None:
     """The refusal a released kubelet (1.30+; read in 1.34.12 and 1.37.1) meets starting with this
     config file (a KubeletConfiguration document) on a node with or without swap, or None where
     the swap rules let it start.
@@ -1164,7 +1165,9 @@ def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_vers
        pkg/kubelet/apis/config/v1beta1/defaults.go SetDefaults_KubeletConfiguration makes true
        when the file leaves it out. (The --fail-swap-on flag would override the file; the
        providers pass none.)
-    The KEP-5359 prototype's WorkloadControlledSwap, accepted there with its gate, is not modelled.
+    `workload_controlled_swap`: the kubelet carries the KEP-5359 prototype
+    (clusters/prototypes/kep-5359.patch), whose validation.go also accepts WorkloadControlledSwap,
+    and only with its feature gate (alpha, off by default) on.
     """
     minor = _minor(kubelet_version)
     if minor is None or minor < NODE_SWAP_ON_SINCE:
@@ -1184,7 +1187,13 @@ def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_vers
                             " 1.34 (pkg/features/kube_features.go)", inputs)
     node_swap = True if locked else bool(gates.get(NODE_SWAP_GATE, True))
     validation = "pkg/kubelet/apis/config/validation/validation.go ValidateKubeletConfiguration"
-    if node_swap and behavior not in ("", NO_SWAP, LIMITED_SWAP):
+    if workload_controlled_swap and node_swap and behavior == WORKLOAD_CONTROLLED_SWAP:
+        if gates.get(WORKLOAD_CONTROLLED_SWAP) is not True:
+            return StartRefusal(f"invalid configuration: memorySwap.swapBehavior {go_quoted(behavior)} requires the"
+                                f" {WORKLOAD_CONTROLLED_SWAP} feature gate",
+                                f"{validation} (KEP-5359 prototype): WorkloadControlledSwap without its feature gate",
+                                {**inputs, "prototype": True})
+    elif node_swap and behavior not in ("", NO_SWAP, LIMITED_SWAP):
         return StartRefusal(f"invalid configuration: memorySwap.swapBehavior {go_quoted(behavior)} must be one of:"
                             f" \"\", {go_quoted(LIMITED_SWAP)} or {go_quoted(NO_SWAP)}",
                             f"{validation}: NodeSwap on, swapBehavior not \"\", NoSwap or LimitedSwap", inputs)

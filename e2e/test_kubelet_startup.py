@@ -8,7 +8,8 @@ node's own file back, confirmed through /configz and Ready. A kubelet that comes
 the test, saying so.
 
 No pod is deployed. The refusals do not depend on the node's swapBehavior, so they run on the
-NoSwap node only (every provider provisions swap on it). Needs a provider that can reconfigure a
+NoSwap node only (every provider provisions swap on it); the KEP-5359 prototype's own refusal, of
+its behavior without its feature gate, runs on the WorkloadControlledSwap node. Needs a provider that can reconfigure a
 kubelet for one test (vm, kind); elsewhere the tests are skipped, saying so."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from clusters import kubelet_config
+from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.kubelet_config import KubeletChange
 from clusters.kubelet_refusal import StartAttempt
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -38,7 +40,9 @@ def refused_start(node: SwapNode, provider: Provider, record: Recorder, change: 
     except NotCoveredError as error:  # the provider said it could, then could not
         pytest.fail(str(error))
     swap_on = oracle.swap_on_according_to_proc_swaps(attempt.proc_swaps)
-    expected = oracle.kubelet_start_refusal(attempt.config, swap_on, node.kubelet_version)
+    # a kubelet running WorkloadControlledSwap carries the KEP-5359 prototype, which knows the behavior
+    expected = oracle.kubelet_start_refusal(attempt.config, swap_on, node.kubelet_version,
+                                            workload_controlled_swap=node.behavior == WORKLOAD_CONTROLLED_SWAP)
     if expected is None:  # the test's own premise failed (a node without swap): it would prove nothing
         pytest.fail(f"the oracle expects a kubelet with {change.what} to start on this node (swap on: {swap_on},"
                     f" /proc/swaps {attempt.proc_swaps.strip()!r}): there is nothing to refuse\n{attempt.describe()}")
@@ -93,3 +97,15 @@ def test_kubelet_with_the_node_swap_gate_off_refuses_to_start(
     featuregate). The file also leaves memorySwap out, which a kubelet with the gate off would
     refuse on its own (validation.go): only the lock can refuse this one."""
     refused_start(swap_node, swap_provider, record, kubelet_config.node_swap_gate_off())
+
+
+@pytest.mark.needs_behavior("WorkloadControlledSwap")
+@pytest.mark.runs_alone("restarts the node's kubelet with a config file it must refuse")
+def test_kubelet_with_workload_controlled_swap_but_not_its_gate_refuses_to_start(
+        swap_node: SwapNode, swap_provider: Provider, record: Recorder) -> None:
+    """A KEP-5359 kubelet configured with swapBehavior WorkloadControlledSwap and its feature gate off does not start, and says the behavior requires the gate.
+
+    The prototype's ValidateKubeletConfiguration accepts the behavior only with the
+    WorkloadControlledSwap gate (alpha, off by default); a kubelet that accepted it without would
+    start and decide swap by limits.swap on a node whose operator never turned the feature on."""
+    refused_start(swap_node, swap_provider, record, kubelet_config.workload_controlled_swap_gate_off())

@@ -219,9 +219,9 @@ def test_memory_resize_of_a_sidecar_with_swap_is_infeasible(swap_node: SwapNode,
 @pytest.mark.min_kubernetes("1.33")
 def test_resizes_keeping_the_memory_request_are_carried_out_with_swap(swap_node: SwapNode,
                                                                        workspace: Callable[[SwapNode], Workspace]) -> None:
-    """Under LimitedSwap a memory-limit resize, then a CPU-request resize, of a Burstable
-    container with swap are carried out in place: the new limit and request allocated, memory.max
-    the new limit, memory.swap.max still its request's share.
+    """Under LimitedSwap a memory-limit, then a CPU-request resize of a Burstable container with
+    swap are carried out in place: new limit and request allocated, memory.max the new limit,
+    memory.swap.max still its request's share, the pod cgroup's `max`.
 
     The swap rule refuses only a memory-*request* change (oracle.resize_outcome); what passes is
     applied by UpdateContainerResources, which sends the same request's swap again."""
@@ -258,6 +258,11 @@ def test_resizes_keeping_the_memory_request_are_carried_out_with_swap(swap_node:
               cgroup(ws, "limited"), inputs, explain=context)
         claim(ws.record, f"container kept in place ({what})", started,
               container_identity(ws.observer.pod(ws.namespace, "limited")), inputs, explain=context)
+        pod_cgroup = "pod" + observed["metadata"]["uid"]
+        claim(ws.record, f"memory.swap.max of the pod cgroup after the resize ({what})", oracle.PARENT_SWAP_MAX,
+              ws.node_files().read_cgroups([pod_cgroup], ("memory.swap.max",)).value(pod_cgroup, "memory.swap.max"),
+              f"{oracle.PARENT_SWAP_MAX_RULE}; the resize sets the pod cgroup's memory (SetPodCgroupConfig), never its swap",
+              explain=context)
 
 
 def _exact(quantity: str | None) -> str | None:

@@ -43,12 +43,13 @@ CORE_CHECKS: tuple[str, ...] = ("test_cgroup_limits", "test_memory_backed_volume
 _EVERYWHERE = ("test_cgroup_limits", "test_memory_backed_volumes", "test_metrics", "test_static_pods",
                "test_workload_controlled_swap", "test_stress_outcomes", "test_resize")
 _SWAP_BEHAVIORS = ("test_eviction", "test_kubelet_restart")
-# The kubelet's start-up refusals do not depend on the behavior: asked of the NoSwap node only.
-_NO_SWAP_ONLY = ("test_kubelet_startup",)
+# The kubelet's start-up refusals do not depend on the behavior: asked of the NoSwap node, and
+# of the WorkloadControlledSwap node for the KEP-5359 prototype's own (its behavior without its gate).
+_STARTUP = ("test_kubelet_startup",)
 REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
-    NO_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS + _NO_SWAP_ONLY,
+    NO_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS + _STARTUP,
     LIMITED_SWAP: _EVERYWHERE + _SWAP_BEHAVIORS,
-    WORKLOAD_CONTROLLED_SWAP: _EVERYWHERE,
+    WORKLOAD_CONTROLLED_SWAP: _EVERYWHERE + _STARTUP,
 }
 WORKLOAD_CONTROLLED_SWAP_CHECKS: tuple[str, ...] = REQUIRED_CHECKS[WORKLOAD_CONTROLLED_SWAP]
 DEFAULT_REQUIRED: tuple[str, ...] = (NO_SWAP, LIMITED_SWAP)

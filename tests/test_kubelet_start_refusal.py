@@ -66,6 +66,24 @@ def test_node_swap_off_is_refused_from_1_34_whatever_else_the_file_says(pin: str
     assert oracle.kubelet_start_refusal({**NODE_FILE, "featureGates": {"NodeSwap": True}}, True, pin) is None
 
 
+def test_the_prototype_accepts_workload_controlled_swap_only_with_its_gate() -> None:
+    wcs = {**NODE_FILE, "memorySwap": {"swapBehavior": "WorkloadControlledSwap"}}
+    on = {**wcs, "featureGates": {"WorkloadControlledSwap": True}}
+    assert oracle.kubelet_start_refusal(on, True, "v1.37.2", workload_controlled_swap=True) is None
+    for config in (wcs, {**wcs, "featureGates": {"WorkloadControlledSwap": False}}):
+        refusal = oracle.kubelet_start_refusal(config, True, "v1.37.2", workload_controlled_swap=True)
+        assert refusal is not None and refusal.message == ('invalid configuration: memorySwap.swapBehavior'
+                                                           ' "WorkloadControlledSwap" requires the WorkloadControlledSwap'
+                                                           ' feature gate')
+        assert "KEP-5359 prototype" in refusal.rule and refusal.inputs["prototype"] is True
+    # the prototype's kubelet refuses what a released one does, and starts on the node's own file
+    unknown = {**NODE_FILE, "memorySwap": {"swapBehavior": "UnlimitedSwap"}}
+    assert "must be one of" in oracle.kubelet_start_refusal(unknown, True, "v1.37.2", workload_controlled_swap=True).message
+    assert oracle.kubelet_start_refusal(NODE_FILE, True, "v1.37.2", workload_controlled_swap=True) is None
+    # a released kubelet: WorkloadControlledSwap is one more unknown value, gate or not
+    assert "must be one of" in oracle.kubelet_start_refusal(on, True, "v1.37.2").message
+
+
 def test_before_1_34_node_swap_off_refuses_only_a_swap_behavior() -> None:
     assert oracle.kubelet_start_refusal({"failSwapOn": False, "featureGates": {"NodeSwap": False}}, True, "v1.33.5") is None
     refusal = oracle.kubelet_start_refusal({**NODE_FILE, "featureGates": {"NodeSwap": False}}, True, "v1.33.5")
@@ -145,6 +163,15 @@ def test_the_changes_and_how_each_is_seen_undone() -> None:
     assert config["featureGates"] == {"NodeSwap": False} and "memorySwap" not in config
     assert off.restored({"memorySwap": {"swapBehavior": "NoSwap"}, "featureGates": {}}, before)
     assert not off.restored({"featureGates": {"NodeSwap": False}}, before)
+
+    wcs_file = {**NODE_FILE, "memorySwap": {"swapBehavior": "WorkloadControlledSwap"},
+                "featureGates": {"WorkloadControlledSwap": True}}
+    gate_off = kubelet_config.workload_controlled_swap_gate_off()
+    config = json.loads(json.dumps(wcs_file))
+    gate_off.apply(config)
+    assert config["featureGates"] == {"WorkloadControlledSwap": False}
+    assert config["memorySwap"] == {"swapBehavior": "WorkloadControlledSwap"}
+    assert gate_off.restored(wcs_file, wcs_file) and not gate_off.restored(config, wcs_file)
 
 
 # --- attempt_start on a stand-in node ------------------------------------------------------------------
