@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -38,7 +38,7 @@ from e2e.metrics import (
     summary_container,
     summary_pod,
 )
-from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles, kubelet_cgroups_above
+from e2e.nodefiles import HOST_CGROUP, NODE_SWAP_FILES, CgroupRead, NodeFiles, kubelet_cgroups_above
 from e2e.observe import NodeObserver, wait_for
 from e2e.record import Recorder
 from e2e.sizing import swapping_past_limit
@@ -79,14 +79,19 @@ def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Calla
 
 @pytest.mark.min_kubernetes("1.33")
 def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
-    """On a node with swap, status.nodeInfo.swap.capacity is the node's /proc/meminfo SwapTotal,
-    exactly."""
+    """On a node with swap, status.nodeInfo.swap.capacity and /metrics/cadvisor's
+    machine_swap_bytes are the node's /proc/meminfo SwapTotal, exactly.
+
+    Both are the machine info cAdvisor read at the kubelet's start (SwapCapacity)."""
     ws = workspace(swap_node)
     swap_total = meminfo(ws)["SwapTotal"]
     info = ws.observer.node_status()["status"]["nodeInfo"]
     assert swap_total > 0, "the node has no swap provisioned"
     claim(ws.record, "nodeInfo.swap.capacity", swap_total, (info.get("swap") or {}).get("capacity"),
           "SwapTotal (/proc/meminfo)", explain=f"nodeInfo {info}; SwapTotal {swap_total}")
+    machine = find(parse_prometheus(ws.observer.node_proxy("metrics/cadvisor")), "machine_swap_bytes")
+    claim(ws.record, "machine_swap_bytes (/metrics/cadvisor)", float(swap_total), machine.value if machine else "left out",
+          "SwapTotal (/proc/meminfo)")
 
 
 @pytest.mark.min_kubernetes("1.34")
@@ -167,6 +172,7 @@ class SwappingPod:
     node_files: NodeFiles
     meminfo: bool = True  # the node's figure needs /proc/meminfo (its root cgroup has no memory.current)
     kubepods: str = ""  # the node allocatable cgroup's directory name, once the first read found it
+    cadvisor_ids: dict[str, str] = field(default_factory=dict)  # level -> cAdvisor's id of its cgroup
 
     def parts(self) -> list[str]:
         return [self.container_id, "pod" + self.uid, *([self.kubepods] if self.kubepods else []), "."]
@@ -208,6 +214,8 @@ def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]
     first = swapping.read()
     swapping.meminfo = "meminfo" in first.node_swap_usage()[1]
     swapping.kubepods = kubelet_cgroups_above(first.path(swapping.container_id))[-1].rpartition("/")[2]
+    swapping.cadvisor_ids = {"container": cadvisor_id(first.path(swapping.container_id)),
+                             "pod": cadvisor_id(first.path("pod" + swapping.uid)), "node": "/"}
     swap_max = first.value(swapping.container_id, "memory.swap.max")
     kubelet_has_swap_stats(swapping, int(swap_max) if swap_max.isdigit() else None)
     return swapping
@@ -301,6 +309,23 @@ def resource_metrics(ws: Workspace, container: bool = True) -> Scrape:
     return scrape
 
 
+def cadvisor_id(path: str) -> str:
+    """cAdvisor's name of a cgroup the node agent found: its path below the node's cgroup root
+    (on kind, the node container's cgroup namespace, which is the kubelet's root too)."""
+    return path[len(HOST_CGROUP):] or "/"
+
+
+def cadvisor_metrics(swapping: SwappingPod) -> Scrape:
+    """/metrics/cadvisor's container_memory_swap of the swapping container, its pod cgroup and the
+    node's root, each by cAdvisor's id of its cgroup (the pod's sandbox shares the pod's labels)."""
+    def scrape() -> list[Reported]:
+        samples = parse_prometheus(swapping.ws.observer.node_proxy("metrics/cadvisor"))
+        return [reported_from_prometheus(level, find(samples, "container_memory_swap", id=cgroup))
+                for level, cgroup in swapping.cadvisor_ids.items()]
+
+    return scrape
+
+
 def carries_container_swap(node: SwapNode) -> bool:
     return oracle.resource_metrics_carry_container_swap(node.kubelet_version, node.container_runtime,
                                                         node.kubelet_config.get("featureGates"))
@@ -353,18 +378,19 @@ def stats_summary(ws: Workspace) -> Scrape:
 @pytest.mark.min_kubernetes("1.30")
 @pytest.mark.runs_alone("compares the node's whole swap usage, which any other test's memory moves")
 def test_swap_usage_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod: SwappingPod) -> None:
-    """Container, pod and node swap usage in /metrics/resource and /stats/summary, and the
-    summary's container swapAvailableBytes and "pods" system container usage equal the node's
-    cgroup figures when read (1.34-1.35: the container series is 0: k/k#137093).
+    """Container, pod and node swap usage in /metrics/resource, /stats/summary and
+    /metrics/cadvisor, the summary's container swapAvailableBytes and "pods" usage equal the
+    node's cgroup figures when read (1.34-1.35: the resource container series is 0).
 
     Every level must equal its figure in two distinct samples within METRIC_SECONDS, and no sample
     may differ from a figure that stood still for the 10 s before it (the module's docstring says
-    how the figures are read). Both endpoints are scraped in turn against the same reads."""
+    how the figures are read). The endpoints are scraped in turn against the same reads."""
     ws = swapping_pod.ws
     container = carries_container_swap(swap_node)
     proved_by_the_node(swapping_pod, {
         "/metrics/resource": (resource_metrics(ws, container), ("container", "pod", "node") if container else ("pod", "node")),
         "/stats/summary": (stats_summary(ws), ("container", "pod", "node", "container available", "pods")),
+        "/metrics/cadvisor": (cadvisor_metrics(swapping_pod), ("container", "pod", "node")),
     })
     if not container:
         claim_known_zeros(swapping_pod, "container_swap_usage_bytes")
@@ -373,8 +399,9 @@ def test_swap_usage_metrics_match_the_cgroups(swap_node: SwapNode, swapping_pod:
 @pytest.mark.needs_behavior("LimitedSwap")
 @pytest.mark.min_kubernetes("1.34")
 def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod: SwappingPod, record: Recorder) -> None:
-    """container_swap_limit_bytes (1.34+) is the container's memory.swap.max, as read back (on
-    1.34-1.35 exactly 0: k/k#137093).
+    """container_swap_limit_bytes (1.34+; on 1.34-1.35 exactly 0: k/k#137093) and
+    /metrics/cadvisor's container_spec_memory_swap_limit_bytes are the container's
+    memory.swap.max, as read back.
 
     The kubelet reports it as swap available + swap used from the container's stats, and as 0
     while the stats of a new container carry no swap figures yet (its first 10-15 s on 1.37.1:
@@ -382,10 +409,15 @@ def test_swap_limit_metric_is_memory_swap_max(swap_node: SwapNode, swapping_pod:
     kubelet that never reports memory.swap.max fails with every value it reported. Before 1.36
     the release reports 0 for good (the oracle's #137093 rule): then exactly 0."""
     ws = swapping_pod.ws
+    swap_max = int(swapping_pod.read().value(swapping_pod.container_id, "memory.swap.max"))
+    # cAdvisor's spec of the container: read once when cAdvisor first saw it, as the kubelet had written it
+    spec = find(parse_prometheus(ws.observer.node_proxy("metrics/cadvisor")), "container_spec_memory_swap_limit_bytes",
+                id=swapping_pod.cadvisor_ids["container"])
+    claim(ws.record, "container_spec_memory_swap_limit_bytes (/metrics/cadvisor)", float(swap_max),
+          spec.value if spec else "left out", "the container's memory.swap.max (cAdvisor's container spec)")
     if not carries_container_swap(swap_node):
         claim_known_zeros(swapping_pod, "container_swap_limit_bytes")
         return
-    swap_max = int(swapping_pod.read().value(swapping_pod.container_id, "memory.swap.max"))
     seen: list[float | None] = []
 
     def probe() -> float | None:
