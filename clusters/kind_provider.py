@@ -23,7 +23,7 @@ from clusters import checks, commands, hostpackages, kind_autohost, kind_config,
 from clusters.behaviors import ALL_BEHAVIORS, WORKLOAD_CONTROLLED_SWAP
 from clusters.checks import Check
 from clusters.discovery import NotReadyAfterRestart, api_client, discover, kubelet_config, ready_after_restart, summary
-from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet
+from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet, Restarted
 from clusters.kubelet_refusal import StartAttempt
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -403,7 +403,7 @@ class KindProvider(Provider):
         KindNodeKubelet(node, self.progress).restart_as(behavior)
         return self._discovered(node)
 
-    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
+    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[Restarted]:
         return KindNodeKubelet(node, self.progress).reconfigured(change)
 
     def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:

@@ -114,12 +114,21 @@ class NodeKubelet(ABC):
         self.progress(f"swapBehavior {behavior} live after {time.monotonic() - t0:.0f}s")
 
     @contextmanager
-    def reconfigured(self, change: KubeletChange) -> Iterator[None]:
+    def reconfigured(self, change: KubeletChange) -> Iterator[Restarted]:
         """Run the block with `change` made to the config file, live (confirmed by /configz); the
-        file is put back and that confirmed too, however the block ends."""
+        file is put back and that confirmed too, however the block ends. The block is given the
+        restarted kubelet's journal."""
+        since = float(self.node_command(refusal.CLOCK_COMMAND))
+        # the running kubelet's lines (its shutdown) are not the new one's
+        running = refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
         original = self.change(change.apply, change.live, change.what)
+
+        def journal() -> list[refusal.JournalLine]:
+            lines = refusal.journal_lines(self.node_command(refusal.journal_command(since)), since)
+            return [line for line in lines if not (running and line.pid == running)]
+
         try:
-            yield
+            yield Restarted(change.what, journal)
         finally:
             before = yaml.safe_load(original)
             self.restart_with(original, lambda live: change.restored(live, before), f"{change.what}: restored")
@@ -184,6 +193,18 @@ class NodeKubelet(ABC):
                 raise KubeletConfigError(f"{what}: the restarted kubelet neither exited nor answered /configz within"
                                          f" {waits.bound(waits.KUBELET_REFUSAL):.0f}s; last: {last}")
             time.sleep(self.poll_seconds)
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """A kubelet restarted with a changed config file: what it logged since, read when asked."""
+
+    what: str
+    journal: Callable[[], list[refusal.JournalLine]]
+
+    def kubelet_lines(self) -> list[str]:
+        """What the new kubelet process logged (systemd's lines about the unit left out)."""
+        return [line.message for line in self.journal() if line.source == refusal.UNIT]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from clusters.kubelet_config import KubeletChange
+    from clusters.kubelet_config import KubeletChange, Restarted
     from clusters.kubelet_refusal import StartAttempt
 
 
@@ -93,9 +93,10 @@ class Provider(ABC):
         """The ref of the suite's workload image, present on `node` (never pulled)."""
         raise NotImplementedError(f"the {self.name} provider cannot place the workload image on a node")
 
-    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
+    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[Restarted]:
         """Run the block with the node's kubelet reconfigured by `change`, confirmed through
-        /configz; the kubelet's own configuration is restored, and confirmed, afterwards.
+        /configz, given the restarted kubelet's journal; the kubelet's own configuration is
+        restored, and confirmed, afterwards.
         Raises NotCoveredError where the provider cannot reconfigure a kubelet for one test."""
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot reconfigure a kubelet for one test"
                                              f" ({change.what})")
@@ -109,7 +110,7 @@ class Provider(ABC):
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot reconfigure a kubelet for one test"
                                              f" ({change.what})")
 
-    def eviction_thresholds(self, node: SwapNode, soft: Mapping[str, str], grace: str) -> AbstractContextManager[None]:
+    def eviction_thresholds(self, node: SwapNode, soft: Mapping[str, str], grace: str) -> AbstractContextManager[Restarted]:
         """The node's kubelet with these evictionSoft thresholds, each with grace period `grace`
         (and a short evictionPressureTransitionPeriod), for the block."""
         from clusters.kubelet_config import eviction_thresholds

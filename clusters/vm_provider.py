@@ -19,7 +19,7 @@ import pytest
 
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import NotReadyAfterRestart, ready_after_restart
-from clusters.kubelet_config import KubeletChange
+from clusters.kubelet_config import KubeletChange, Restarted
 from clusters.kubelet_refusal import StartAttempt
 from clusters.checks import Check, PreflightError
 from clusters.progress import Progress
@@ -168,7 +168,7 @@ class VmProvider(Provider):
         stopped = self.vm().down()
         return [f"stopped the vm node ({'it was running' if stopped else 'it was already down'})"]
 
-    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[None]:
+    def reconfigured_kubelet(self, node: SwapNode, change: KubeletChange) -> AbstractContextManager[Restarted]:
         return self.vm().kubelet().reconfigured(change)
 
     def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:

@@ -1116,6 +1116,9 @@ FAIL_SWAP_ON_MESSAGE = "running with swap on is not supported, please disable sw
 # pkg/kubelet/util/swap/swap_util.go isSwapOnAccordingToProcSwaps logs this (Info, with /proc/swaps)
 # whenever it finds swap on: once per process, from NewContainerManager's IsSwapOn.
 SWAP_ON_LOGGED = "Swap is on"
+# cmd/kubelet/app/server.go run (v1.34-v1.37), NodeSwap on: failSwapOn false and no swapBehavior
+# in the file logs this (Info) once at start; the behavior it announces is NoSwap (the default).
+NO_BEHAVIOR_LOGGED = "NoSwap is set due to memorySwapBehavior not specified"
 _GO_ESCAPES = {"\\": "\\\\", '"': '\\"', "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
                "\t": "\\t", "\v": "\\v"}
 

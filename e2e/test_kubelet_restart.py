@@ -67,16 +67,17 @@ def expected(ws: Workspace, pod: dict, created_under: str, running_now: str) -> 
 def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
         swap_node: SwapNode, swap_provider: Provider, workspace: Callable[[SwapNode], Workspace]) -> None:
     """A running container keeps its identity and memory.swap.max across a kubelet restart and a
-    swapBehavior switch; containers created after the switch, new or recreated, follow the new
-    behavior, and a config without swapBehavior runs NoSwap.
+    swapBehavior switch; containers created after it, new or recreated, follow the new behavior;
+    a config without swapBehavior runs NoSwap, the kubelet saying why.
 
     On the LimitedSwap node the switch is to NoSwap by leaving memorySwap.swapBehavior out of
     the kubelet's config file (failSwapOn: false): KEP-2400 makes NoSwap the default (v1.37.1
     leaves the field empty, defaults.go, and treats "" as NoSwap, kuberuntime_container_linux.go
     GetContainerSwapBehavior). The suite otherwise always writes the field, so a kubelet that
     defaulted an unset value to LimitedSwap would pass everything else; asked here, on the node
-    where the two differ, it costs no kubelet restarts of its own. On the NoSwap node the switch
-    is explicit."""
+    where the two differ, it costs no kubelet restarts of its own; the kubelet's journal since
+    that restart must carry server.go's "NoSwap is set due to memorySwapBehavior not specified".
+    On the NoSwap node the switch is explicit."""
     from clusters.behaviors import normalize
     from clusters.kubelet_config import swap_behavior_unset
 
@@ -135,11 +136,17 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
 
         # 2. Switched, and switched back afterwards.
         if first == "LimitedSwap":
-            with swap_provider.reconfigured_kubelet(swap_node, swap_behavior_unset()):
+            with swap_provider.reconfigured_kubelet(swap_node, swap_behavior_unset()) as restarted:
                 live = (ws.observer.configz().get("memorySwap") or {}).get("swapBehavior")
                 claim(ws.record, "/configz swapBehavior with none in the file", "NoSwap", normalize(live or ""),
                       "failSwapOn: false, memorySwap.swapBehavior absent",
                       explain=lambda: f"/configz swapBehavior {live!r}: NoSwap is KEP-2400's default\n" + ws.explain("old"))
+                lines = restarted.kubelet_lines()
+                said = oracle.logged(oracle.NO_BEHAVIOR_LOGGED, lines)
+                claim(ws.record, "the kubelet said why it runs NoSwap", f"logged {oracle.NO_BEHAVIOR_LOGGED!r}",
+                      f"logged {oracle.NO_BEHAVIOR_LOGGED!r}" if said else "no such line",
+                      "cmd/kubelet/app/server.go run: failSwapOn false and no swapBehavior",
+                      explain=lambda: f"the restarted kubelet's first lines: {lines[:20]}")
                 switched("swapBehavior left out of the file")
         else:
             try:

@@ -291,3 +291,26 @@ def test_a_node_that_cannot_be_read_is_not_restarted() -> None:
     with pytest.raises(KubeletConfigError, match="cat failed"):
         node.attempt_start(kubelet_config.fail_swap_on_unset())
     assert node.restarts == 0 and node.written == []
+
+
+class StartingNode(StandInNode):
+    """A kubelet that starts with any file, and says so when the file names no swapBehavior."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda config: False)
+
+    def node_command(self, argv: Sequence[str]) -> str:
+        text = super().node_command(argv)
+        if argv[0] == "journalctl" and not (yaml.safe_load(self.file).get("memorySwap") or {}).get("swapBehavior"):
+            text += "\n" + entry(1700000000.6, 101, "kubelet", f'"{oracle.NO_BEHAVIOR_LOGGED}" memorySwapBehavior=""')
+        return text
+
+
+def test_a_reconfigured_kubelet_s_journal_is_the_new_process_s() -> None:
+    node = StartingNode()
+    with node.reconfigured(kubelet_config.swap_behavior_unset()) as restarted:
+        lines = restarted.kubelet_lines()
+    # the old kubelet's shutdown (pid 100) and systemd's own lines are not the new kubelet's
+    assert lines == [f'"{oracle.NO_BEHAVIOR_LOGGED}" memorySwapBehavior=""']
+    assert oracle.logged(oracle.NO_BEHAVIOR_LOGGED, lines)
+    assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2
