@@ -39,8 +39,13 @@ def resize_memory(ws: Workspace, name: str, request: int, limit: int | None) -> 
 
 
 def resize_to(ws: Workspace, name: str, pod: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
-    """PATCH pods/<name>/resize with every container resource `desired` changes from `pod`."""
+    """PATCH pods/<name>/resize with every container and pod-level resource `desired` changes from `pod`."""
     ops = []
+    for kind in ("requests", "limits"):
+        was = (pod["spec"].get("resources") or {}).get(kind) or {}
+        for resource, value in ((desired["spec"].get("resources") or {}).get(kind) or {}).items():
+            if was.get(resource) != value:
+                ops.append({"op": "add", "path": f"/spec/resources/{kind}/{resource}", "value": str(value)})
     for key in ("initContainers", "containers"):
         for index, (old, new) in enumerate(zip(pod["spec"].get(key) or [], desired["spec"].get(key) or [])):
             for kind in ("requests", "limits"):
@@ -263,6 +268,63 @@ def test_resizes_keeping_the_memory_request_are_carried_out_with_swap(swap_node:
               ws.node_files().read_cgroups([pod_cgroup], ("memory.swap.max",)).value(pod_cgroup, "memory.swap.max"),
               f"{oracle.PARENT_SWAP_MAX_RULE}; the resize sets the pod cgroup's memory (SetPodCgroupConfig), never its swap",
               explain=context)
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.min_kubernetes("1.36")  # in-place resize of pod-level resources: beta, on by default
+def test_pod_level_memory_resize_is_carried_out_with_swap(swap_node: SwapNode,
+                                                          workspace: Callable[[SwapNode], Workspace]) -> None:
+    """From 1.36, under LimitedSwap, a resize of the pod-level memory request and limit of a
+    Burstable pod whose container has swap is carried out in place: the pod cgroup's memory.max
+    the new limit, the container's memory.swap.max its own request's share.
+
+    The swap rule judges containers' requests only (handlers.go disallowResizeForSwappableContainers);
+    a pod-level resize passes IsInPlacePodLevelResourcesVerticalScalingAllowed alone, and the
+    container's share is of its own request (oracle.decide_swap), which does not change."""
+    ws = workspace(swap_node)
+    size = burstable_sizing(swap_node, headroom=32 * Mi)
+    requests, limits = size.resources()
+    manifest = stress_pod("pod-level", ws.image, ws.namespace, ws.test, [STRESS, "pause"], requests, limits)
+    manifest["spec"]["resources"] = {"requests": {"memory": str(size.request)}, "limits": {"memory": str(size.limit + STEP)}}
+    pod = ws.deploy(manifest)
+    running = ws.running("pod-level")
+    started = container_identity(running)
+    decision = oracle.decide_swap(swap_node.behavior, running, "stress", swap_node.memory_capacity, swap_node.swap_capacity)
+    share = oracle.readback_swap_max(decision.value)
+    pod_cgroup = "pod" + running["metadata"]["uid"]
+
+    def pod_memory_max() -> str:
+        return ws.node_files().read_cgroups([pod_cgroup], ("memory.max",)).value(pod_cgroup, "memory.max")
+
+    claim(ws.record, "memory.swap.max before the resize", share, cgroup(ws, "pod-level")["memory.swap.max"], str(decision),
+          explain=lambda: ws.explain("pod-level"))
+    desired = copy.deepcopy(pod)
+    desired["spec"]["resources"] = {"requests": {"memory": str(size.request + STEP)},
+                                    "limits": {"memory": str(size.limit + 2 * STEP)}}
+    new_limit = oracle.readback_swap_max(size.limit + 2 * STEP)
+    inputs = (f"{decision}; pod-level memory request {size.request} -> {size.request + STEP},"
+              f" limit {size.limit + STEP} -> {size.limit + 2 * STEP}")
+    generation = resize_to(ws, "pod-level", pod, desired)["metadata"]["generation"]
+
+    def decided() -> dict[str, Any] | None:
+        acted = _acted_on(ws, "pod-level", generation)
+        if acted is None:
+            return None
+        condition = resize_condition(acted)
+        if condition is not None:
+            return acted if condition["type"] == "PodResizePending" else None
+        return acted if pod_memory_max() == new_limit else None
+
+    observed = wait_for("the kubelet to carry out or refuse the pod-level resize", decided, waits.RESIZE_DECIDED,
+                        lambda: f"pod cgroup memory.max {pod_memory_max()}\n" + ws.explain("pod-level"))
+    context = f"{inputs}\ncondition {resize_condition(observed)}\n" + ws.explain("pod-level")
+    claim(ws.record, "resize condition (pod-level memory)", None, resize_condition(observed), inputs, explain=context)
+    claim(ws.record, "memory.max of the pod cgroup after the resize", new_limit, pod_memory_max(),
+          f"{inputs}: the pod cgroup's limit is the pod-level limit", explain=context)
+    claim(ws.record, "memory.swap.max after the pod-level resize", share, cgroup(ws, "pod-level")["memory.swap.max"],
+          inputs, explain=context)
+    claim(ws.record, "container kept in place (pod-level resize)", started,
+          container_identity(ws.observer.pod(ws.namespace, "pod-level")), inputs, explain=context)
 
 
 def _exact(quantity: str | None) -> str | None:
