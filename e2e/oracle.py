@@ -100,6 +100,25 @@ SWAP_RESOURCE = "swap"  # KEP-5359: resources.limits.swap
 SWAP_LIMIT_IGNORED_REASON = "SwapLimitIgnored"
 
 
+# KEP-5359 prototype (clusters/prototypes/kep-5359.patch, pkg/kubelet/metrics/metrics.go
+# RegisterNodeSwapAllocated): on a WorkloadControlledSwap node, kubelet_node_swap_allocated_bytes is
+# the sum of resources.limits.swap over every container and init container of the kubelet's active
+# pods (GetActivePods: not in a terminal phase), read at each scrape.
+NODE_SWAP_ALLOCATED_METRIC = "kubelet_node_swap_allocated_bytes"
+
+
+def node_swap_allocated(pods: Iterable[Any]) -> int:
+    """kubelet_node_swap_allocated_bytes for the node's pods as the API server lists them."""
+    total = 0
+    for pod in map(as_manifest, pods):
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for container in (pod["spec"].get("initContainers") or []) + pod["spec"].get("containers", []):
+            swap = ((container.get("resources") or {}).get("limits") or {}).get(SWAP_RESOURCE)
+            total += quantity_bytes(swap) if swap is not None else 0
+    return total
+
+
 def swap_limit_ignored_event(event: str, container: str) -> bool:
     """Whether one of the pod's events ("TYPE REASON: message", as the observer lists them) is
     KEP-5359's "the node does not support the requested swap configuration" for `container`."""

@@ -24,6 +24,7 @@ from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.claims import claim
+from e2e.metrics import find, parse_prometheus
 from e2e.observe import wait_for
 from e2e.oom import (OOM_KILLED, OVERHEAD_BOUND, START_FILE, STEP, allocated_before_kill, ended_before_holding,
                      killed_by_the_oom_killer, start_once_sampled)
@@ -151,3 +152,50 @@ def test_guaranteed_pod_swaps_up_to_its_swap_limit_then_is_oom_killed(
     floor = swap_max - STEP - OVERHEAD_BOUND
     claim(ws.record, "memory.swap.current, most in any sample", f"in [{floor}, {swap_max}]", swapped,
           f"{inputs}, {len(series.swap)} samples", ok=floor <= swapped <= swap_max, explain=context)
+
+
+@pytest.mark.needs_behavior("WorkloadControlledSwap")
+@pytest.mark.runs_alone("compares a node-wide sum that every other test's pods move")
+def test_node_swap_allocated_is_the_sum_of_limits_swap(
+        swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace], request: pytest.FixtureRequest) -> None:
+    """Under WorkloadControlledSwap the kubelet's kubelet_node_swap_allocated_bytes is the sum of
+    limits.swap over the containers and init containers of the node's active pods.
+
+    A pod of the test's own gives the sum an app container's and an init container's share. The
+    pods are listed before and after each scrape; a scrape counts only where both lists are the
+    same and every pod in them runs or has ended (the kubelet's active pods are then the
+    non-terminal ones), until one equals the sum (bounded)."""
+    skip_where_limits_swap_was_refused(swap_node, request)
+    ws = workspace(swap_node)
+    needs_limits_swap_api(ws, swap_node, request)
+    pod = guaranteed_swap_pod("allocating", ws.image, ws.namespace, ws.test, MEMORY, SWAP)
+    init = {**pod["spec"]["containers"][0], "name": "init", "command": ["/swapstress", "true"]}
+    init["resources"] = {**init["resources"], "limits": {**init["resources"]["limits"], "swap": str(SWAP // 2)}}
+    pod["spec"]["initContainers"] = [init]
+    ws.deploy(pod)
+    ws.running("allocating")
+    seen: list[tuple[float | None, int]] = []
+
+    def settled(pods: list[dict[str, Any]]) -> tuple[tuple[str, str], ...] | None:
+        if any(p["metadata"].get("deletionTimestamp") or p["status"].get("phase") not in ("Running", "Succeeded", "Failed")
+               for p in pods):
+            return None
+        return tuple(sorted((p["metadata"]["uid"], p["metadata"]["resourceVersion"]) for p in pods))
+
+    def probe() -> bool | None:
+        before = ws.observer.pods_on_node()
+        sample = find(parse_prometheus(ws.observer.node_proxy("metrics")), oracle.NODE_SWAP_ALLOCATED_METRIC)
+        after = ws.observer.pods_on_node()
+        if settled(before) is None or settled(before) != settled(after):
+            return None
+        seen.append((sample.value if sample else None, oracle.node_swap_allocated(after)))
+        return True if seen[-1][0] == seen[-1][1] else None
+
+    try:
+        wait_for(f"{oracle.NODE_SWAP_ALLOCATED_METRIC} to equal the sum of the active pods' limits.swap", probe,
+                 waits.METRIC, lambda: f"(metric, sum) in quiet scrapes: {seen[-5:]}")
+    finally:
+        last = seen[-1] if seen else (None, None)
+        ws.record.check(oracle.NODE_SWAP_ALLOCATED_METRIC, last[1], last[0],
+                        "the sum of limits.swap over the active pods' containers and init containers (KEP-5359"
+                        " prototype, RegisterNodeSwapAllocated)", ok=bool(seen) and last[0] == last[1])

@@ -940,3 +940,14 @@ def test_an_ephemeral_container_never_gets_swap(behavior: str, request: int, ext
     app = container("app", {"memory": str(request)} if request else None, {"memory": str(request + extra)} if extra else None)
     p = pod(app, ephemeralContainers=[{"name": "debugger", "image": "x"}], priority=priority)
     assert oracle.expected_swap_max(behavior, p, "debugger", MEM, SWAP) == 0
+
+
+def test_node_swap_allocated_sums_limits_swap_of_non_terminal_pods() -> None:
+    running = {"spec": {"initContainers": [{"resources": {"limits": {"swap": "16Mi"}}}],
+                        "containers": [{"resources": {"limits": {"swap": "48Mi", "memory": "1Gi"}}}, {"name": "no-swap"}]},
+               "status": {"phase": "Running"}}
+    ended = {"spec": {"containers": [{"resources": {"limits": {"swap": "8Mi"}}}]}, "status": {"phase": "Succeeded"}}
+    pending = {"spec": {"containers": [{"resources": {"limits": {"swap": "1Mi"}}}]}, "status": {"phase": "Pending"}}
+    assert oracle.node_swap_allocated([running, ended]) == 64 * 2**20
+    assert oracle.node_swap_allocated([running, pending]) == 65 * 2**20  # admitted, not yet running: active
+    assert oracle.node_swap_allocated([]) == 0
