@@ -142,21 +142,26 @@ class NodeKubelet(ABC):
         before = self.read_config()
         config = yaml.safe_load(before)
         change.apply(config)
+        flags_before = self.node_command(refusal.read_flags_command()) if change.flags else ""
         proc_swaps = self.node_command(refusal.PROC_SWAPS_COMMAND)
         since = float(self.node_command(refusal.CLOCK_COMMAND))
         # the running kubelet's lines (its shutdown) are not the new one's
         running = refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
         try:
             self.write_config(yaml.safe_dump(config, sort_keys=False))
+            if change.flags:
+                self.node_command(refusal.write_flags_command(refusal.with_flags(flags_before, change.flags)))
             self.restart()
             self.progress(f"{change.what}: kubelet restarted, waiting for it to exit (or to answer /configz)")
-            return self._started_or_refused(change.what, config, proc_swaps, since, running)
+            return self._started_or_refused(change.what, config, proc_swaps, since, running, change.flags)
         finally:
+            if change.flags:
+                self.node_command(refusal.write_flags_command(flags_before))
             original = yaml.safe_load(before)
             self.restart_with(before, lambda live: change.restored(live, original), f"{change.what}: restored")
 
     def _started_or_refused(self, what: str, config: dict[str, Any], proc_swaps: str, since: float,
-                            old_pid: str) -> StartAttempt:
+                            old_pid: str, flags: tuple[str, ...] = ()) -> StartAttempt:
         """Until systemd has seen the kubelet exit, or /configz answers (waits.KUBELET_REFUSAL).
         Once it exited, the journal is read until a second kubelet process has logged (systemd
         restarts it every RestartSec: by then the first one's last lines are in), at most
@@ -183,12 +188,12 @@ class NodeKubelet(ABC):
                 except Exception as e:  # noqa: BLE001 - not serving: still starting, or refusing
                     last = f"/configz: {type(e).__name__}: {str(e)[:160]}; kubelet.service {state}"
                 else:
-                    return StartAttempt(what, config, proc_swaps, False, journal(), state, live)
+                    return StartAttempt(what, config, proc_swaps, False, journal(), state, live, flags)
             else:
                 log = journal()
                 settled = time.monotonic() - exited_at >= waits.bound(waits.KUBELET_LOG_SETTLED)
                 if len(refusal.kubelet_processes(log)) >= 2 or settled:
-                    return StartAttempt(what, config, proc_swaps, True, log, state)
+                    return StartAttempt(what, config, proc_swaps, True, log, state, flags=flags)
             if exited_at is None and time.monotonic() >= deadline:
                 raise KubeletConfigError(f"{what}: the restarted kubelet neither exited nor answered /configz within"
                                          f" {waits.bound(waits.KUBELET_REFUSAL):.0f}s; last: {last}")
@@ -216,6 +221,7 @@ class KubeletChange:
     apply: Callable[[dict[str, Any]], None]
     live: Callable[[Mapping[str, Any]], bool]
     restored: Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+    flags: tuple[str, ...] = ()  # command-line flags added for the restart (attempt_start only)
 
 
 def settings(values: Mapping[str, Any], what: str) -> KubeletChange:
@@ -265,6 +271,15 @@ def fail_swap_on_unset() -> KubeletChange:
     return KubeletChange("failSwapOn left out of the config file", lambda cfg: cfg.pop("failSwapOn", None),
                          lambda live: True,
                          lambda live, before: live.get("failSwapOn", True) == before.get("failSwapOn", True))
+
+
+def fail_swap_on_flag() -> KubeletChange:
+    """The config file as the node has it (failSwapOn: false), and `--fail-swap-on=true` on the
+    kubelet's command line: the flag must win over the file."""
+    return KubeletChange("--fail-swap-on=true on the command line, failSwapOn: false in the file",
+                         lambda cfg: None, lambda live: True,
+                         lambda live, before: live.get("failSwapOn", True) == before.get("failSwapOn", True),
+                         flags=("--fail-swap-on=true",))
 
 
 def swap_behavior_set(value: str) -> KubeletChange:

@@ -32,6 +32,38 @@ def journal_command(since: float) -> list[str]:
     return ["journalctl", "--no-pager", "--unit", UNIT, "--since", f"@{int(since)}", "--output", "json"]
 
 
+# Extra command-line flags: both providers' kubeadm drop-in reads this file (EnvironmentFile=-)
+# and passes $KUBELET_EXTRA_ARGS, split on whitespace, after the kubelet's other flags.
+FLAGS_FILE = "/etc/default/kubelet"
+FLAGS_VARIABLE = "KUBELET_EXTRA_ARGS"
+
+
+def read_flags_command() -> list[str]:
+    """FLAGS_FILE's content ("" where it does not exist)."""
+    return ["sh", "-c", 'if [ -e "$1" ]; then cat "$1"; fi', "sh", FLAGS_FILE]
+
+
+def write_flags_command(text: str) -> list[str]:
+    """FLAGS_FILE with this content, replaced in one rename; removed where `text` is ""."""
+    return ["sh", "-c", 'if [ -z "$2" ]; then rm -f "$1"; else printf "%s" "$2" > "$1.tmp" && mv "$1.tmp" "$1"; fi',
+            "sh", FLAGS_FILE, text]
+
+
+def with_flags(text: str, flags: Sequence[str]) -> str:
+    """FLAGS_FILE's content with `flags` added to KUBELET_EXTRA_ARGS (the line made if missing).
+    systemd takes the rest of the line as the value, quotes removed."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == FLAGS_VARIABLE:
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            lines[i] = f"{FLAGS_VARIABLE}={' '.join([value, *flags]).strip()}"
+            return "\n".join(lines) + "\n"
+    return "\n".join([*lines, f"{FLAGS_VARIABLE}={' '.join(flags)}"]) + "\n"
+
+
 def unit_state(text: str) -> dict[str, str]:
     """`systemctl show`'s Key=Value lines."""
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
@@ -106,6 +138,7 @@ class StartAttempt:
     log: tuple[JournalLine, ...]  # the unit's journal since the restart: the kubelet's lines and systemd's
     unit: dict[str, str] = field(default_factory=dict)  # systemctl show, when it was decided
     configz: dict[str, Any] | None = None  # what /configz said, where the kubelet came up instead
+    flags: tuple[str, ...] = ()  # command-line flags added to the kubelet's for the attempt
 
     def kubelet_lines(self) -> list[str]:
         """What the kubelet processes themselves logged (systemd's lines about the unit left out)."""
@@ -121,6 +154,7 @@ class StartAttempt:
         """The attempt for a failure message: the outcome, the end of the journal, /configz."""
         shown = [str(line) for line in self.log[-SHOWN_LINES:]]
         lines = [f"kubelet start with {self.what}: {self.outcome()}",
+                 *([f"flags added: {' '.join(self.flags)}"] if self.flags else []),
                  f"/proc/swaps: {self.proc_swaps.strip()!r}",
                  f"journal of kubelet.service since the restart ({len(self.log)} lines"
                  f"{f', the last {SHOWN_LINES}' if len(self.log) > SHOWN_LINES else ''}):",

@@ -1173,7 +1173,7 @@ def _go_bool(value: bool) -> str:
 
 
 def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_version: str,
-                          workload_controlled_swap: bool = False) -> StartRefusal | None:
+                          workload_controlled_swap: bool = False, flags: Sequence[str] = ()) -> StartRefusal | None:
     """The refusal a released kubelet (1.30+; read in 1.34.12 and 1.37.1) meets starting with this
     config file (a KubeletConfiguration document) on a node with or without swap, or None where
     the swap rules let it start.
@@ -1185,8 +1185,9 @@ def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_vers
        no swapBehavior at all.
     3. NewContainerManager: swap on (swap_on_according_to_proc_swaps) and failSwapOn, which
        pkg/kubelet/apis/config/v1beta1/defaults.go SetDefaults_KubeletConfiguration makes true
-       when the file leaves it out. (The --fail-swap-on flag would override the file; the
-       providers pass none.)
+       when the file leaves it out, and which a `--fail-swap-on` in `flags` (the kubelet's
+       command line) overrides: server.go kubeletConfigFlagPrecedence parses the flags again over
+       the file's configuration (options.go AddKubeletConfigFlags binds the flag to FailSwapOn).
     `workload_controlled_swap`: the kubelet carries the KEP-5359 prototype
     (clusters/prototypes/kep-5359.patch), whose validation.go also accepts WorkloadControlledSwap,
     and only with its feature gate (alpha, off by default) on.
@@ -1199,7 +1200,12 @@ def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_vers
     behavior = (config.get("memorySwap") or {}).get("swapBehavior") or ""
     fail_swap_on = config.get("failSwapOn")
     inputs = {"featureGates": dict(gates), "swapBehavior": behavior, "failSwapOn": fail_swap_on, "swap_on": swap_on,
-              "kubelet": kubelet_version}
+              "kubelet": kubelet_version, **({"flags": list(flags)} if flags else {})}
+    by_flag = False
+    for flag in flags:  # the last one given wins, as pflag parses them
+        name, _, value = flag.partition("=")
+        if name == "--fail-swap-on":
+            fail_swap_on, by_flag = _GO_BOOLS[value or "true"], True  # strconv.ParseBool
     locked = minor >= NODE_SWAP_LOCKED_SINCE
     if locked and NODE_SWAP_GATE in gates and gates[NODE_SWAP_GATE] is not True:
         return StartRefusal(f"cannot set feature gate {NODE_SWAP_GATE} to {_go_bool(bool(gates[NODE_SWAP_GATE]))},"
@@ -1225,9 +1231,14 @@ def kubelet_start_refusal(config: Mapping[str, Any], swap_on: bool, kubelet_vers
     if swap_on and (fail_swap_on is None or fail_swap_on):
         return StartRefusal(FAIL_SWAP_ON_MESSAGE,
                             "pkg/kubelet/cm/container_manager_linux.go NewContainerManager: swap.IsSwapOn() and failSwapOn"
-                            + (" (left out of the file: SetDefaults_KubeletConfiguration defaults it to true)"
+                            + (" (the --fail-swap-on flag over the file: server.go kubeletConfigFlagPrecedence)" if by_flag
+                               else " (left out of the file: SetDefaults_KubeletConfiguration defaults it to true)"
                                if fail_swap_on is None else ""), inputs)
     return None
+
+
+_GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+             **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
 def logged(message: str, lines: Iterable[str]) -> str | None:

@@ -42,7 +42,8 @@ def refused_start(node: SwapNode, provider: Provider, record: Recorder, change: 
     swap_on = oracle.swap_on_according_to_proc_swaps(attempt.proc_swaps)
     # a kubelet running WorkloadControlledSwap carries the KEP-5359 prototype, which knows the behavior
     expected = oracle.kubelet_start_refusal(attempt.config, swap_on, node.kubelet_version,
-                                            workload_controlled_swap=node.behavior == WORKLOAD_CONTROLLED_SWAP)
+                                            workload_controlled_swap=node.behavior == WORKLOAD_CONTROLLED_SWAP,
+                                            flags=attempt.flags)
     if expected is None:  # the test's own premise failed (a node without swap): it would prove nothing
         pytest.fail(f"the oracle expects a kubelet with {change.what} to start on this node (swap on: {swap_on},"
                     f" /proc/swaps {attempt.proc_swaps.strip()!r}): there is nothing to refuse\n{attempt.describe()}")
@@ -72,6 +73,19 @@ def test_kubelet_with_fail_swap_on_left_out_refuses_to_start_on_a_node_with_swap
           f"logged {oracle.SWAP_ON_LOGGED!r}" if found else "no such line",
           "swap_util.go isSwapOnAccordingToProcSwaps: /proc/swaps has a line below its header"
           f" ({attempt.proc_swaps.strip()!r})", explain=attempt.describe)
+
+
+@pytest.mark.needs_behavior("NoSwap")
+@pytest.mark.runs_alone("restarts the node's kubelet with a config file it must refuse")
+def test_kubelet_with_fail_swap_on_on_its_command_line_refuses_to_start_on_a_node_with_swap(
+        swap_node: SwapNode, swap_provider: Provider, record: Recorder) -> None:
+    """On a node with swap a kubelet started with --fail-swap-on=true does not start, though its config file says failSwapOn: false: the flag wins over the file.
+
+    The flag is added to KUBELET_EXTRA_ARGS in /etc/default/kubelet, which both providers'
+    kubeadm drop-in reads; the file and the config are put back afterwards. A kubelet that
+    registered the flag but never applied it over the file (server.go kubeletConfigFlagPrecedence)
+    starts: the test fails saying so."""
+    refused_start(swap_node, swap_provider, record, kubelet_config.fail_swap_on_flag())
 
 
 @pytest.mark.needs_behavior("NoSwap")

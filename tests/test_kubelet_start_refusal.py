@@ -192,9 +192,14 @@ class StandInNode(NodeKubelet):
         self.restarts = 0
         self.looks = 0
         self.ready = 0
+        self.flags_file = "KUBELET_EXTRA_ARGS=--runtime-cgroups=/system.slice/containerd.service\n"
+        self.flags_written: list[str] = []
 
     def _refusing(self) -> bool:
-        return bool(self.refuses(yaml.safe_load(self.file)))
+        config = yaml.safe_load(self.file)
+        if "--fail-swap-on=true" in self.flags_file:
+            config["failSwapOn"] = True  # the flag over the file
+        return bool(self.refuses(config))
 
     def read_config(self) -> str:
         return self.file
@@ -222,6 +227,12 @@ class StandInNode(NodeKubelet):
             return SWAPS
         if list(argv) == list(kubelet_refusal.CLOCK_COMMAND):
             return "1700000000.250000000\n"
+        if list(argv) == kubelet_refusal.read_flags_command():
+            return self.flags_file
+        if list(argv[:-1]) == kubelet_refusal.write_flags_command("")[:-1]:
+            self.flags_file = argv[-1]
+            self.flags_written.append(argv[-1])
+            return ""
         if argv[0] == "systemctl":
             self.looks += 1
             if self.restarts and self._refusing() and self.looks >= 2:
@@ -314,3 +325,46 @@ def test_a_reconfigured_kubelet_s_journal_is_the_new_process_s() -> None:
     assert lines == [f'"{oracle.NO_BEHAVIOR_LOGGED}" memorySwapBehavior=""']
     assert oracle.logged(oracle.NO_BEHAVIOR_LOGGED, lines)
     assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2
+
+
+def fails_swap_on(config: dict[str, Any]) -> bool:
+    return config.get("failSwapOn", True) is True
+
+
+def test_a_flag_is_added_for_the_attempt_and_the_flags_file_put_back() -> None:
+    node = StandInNode(fails_swap_on)
+    original = node.flags_file
+    attempt = node.attempt_start(kubelet_config.fail_swap_on_flag())
+    assert attempt.refused and attempt.flags == ("--fail-swap-on=true",) and attempt.config["failSwapOn"] is False
+    assert node.flags_written == [
+        "KUBELET_EXTRA_ARGS=--runtime-cgroups=/system.slice/containerd.service --fail-swap-on=true\n", original]
+    assert node.flags_file == original and yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2
+    assert "flags added: --fail-swap-on=true" in attempt.describe()
+    refusal = oracle.kubelet_start_refusal(attempt.config, True, "v1.37.2", flags=attempt.flags)
+    assert refusal is not None and refusal.message == oracle.FAIL_SWAP_ON_MESSAGE and "--fail-swap-on flag" in refusal.rule
+
+
+def test_a_change_without_flags_leaves_the_flags_file_alone() -> None:
+    node = StandInNode(without_fail_swap_on)
+    node.attempt_start(kubelet_config.fail_swap_on_unset())
+    assert node.flags_written == []
+
+
+@pytest.mark.parametrize("flags, refused", [
+    (("--fail-swap-on=true",), True), (("--fail-swap-on",), True), (("--fail-swap-on=t",), True),
+    (("--fail-swap-on=false",), False), (("--fail-swap-on=true", "--fail-swap-on=0"), False), (("--v=2",), False),
+])
+def test_the_fail_swap_on_flag_overrides_the_file(flags: tuple[str, ...], refused: bool) -> None:
+    refusal = oracle.kubelet_start_refusal(NODE_FILE, True, "v1.37.2", flags=flags)
+    assert (refusal is not None) == refused
+    assert oracle.kubelet_start_refusal(NODE_FILE, False, "v1.37.2", flags=flags) is None  # no swap, nothing to refuse
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", "KUBELET_EXTRA_ARGS=--x\n"),
+    ("KUBELET_EXTRA_ARGS=--a=1\n", "KUBELET_EXTRA_ARGS=--a=1 --x\n"),
+    ('# kept\nKUBELET_EXTRA_ARGS="--a=1 --b"\n', "# kept\nKUBELET_EXTRA_ARGS=--a=1 --b --x\n"),
+    ("OTHER=1\n", "OTHER=1\nKUBELET_EXTRA_ARGS=--x\n"),
+])
+def test_flags_are_added_to_kubelet_extra_args(text: str, expected: str) -> None:
+    assert kubelet_refusal.with_flags(text, ["--x"]) == expected
