@@ -120,10 +120,11 @@ class NodeFiles:
 
 
 def kubelet_cgroups_above(container_path: str) -> list[str]:
-    """The cgroups the kubelet made above a container, innermost first: its pod's, its QoS
-    class's (none for a Guaranteed pod) and the node allocatable cgroup, which is the outermost
-    whose name says kubepods (systemd: kubepods.slice, or kind's kubelet-kubepods.slice below its
-    cgroupRoot; cgroupfs: kubepods, above burstable/ and pod<uid>/)."""
+    """The cgroups the kubelet made above a container (paths as the node agent reads them),
+    innermost first: its pod's, its QoS class's (none for a Guaranteed pod) and the node
+    allocatable cgroup, which is the outermost whose name says kubepods (systemd: kubepods.slice,
+    or kind's kubelet-kubepods.slice below its cgroupRoot; cgroupfs: kubepods, above burstable/
+    and pod<uid>/)."""
     found = []
     for path in PurePosixPath(container_path).parents:
         if str(path) in (HOST_CGROUP, "/"):
@@ -132,6 +133,14 @@ def kubelet_cgroups_above(container_path: str) -> list[str]:
         if "kubepods" in path.name and "kubepods" not in path.parent.name:
             return found
     raise AssertionError(f"no kubepods cgroup above {container_path}: not a container the kubelet made?")
+
+
+def part_of(path: str) -> str:
+    """The `read-cgroups` part that names this very cgroup (a path as the agent read it): its
+    path below the node's cgroup root, which is also cAdvisor's name for it ("." for the root)."""
+    if path != HOST_CGROUP and not path.startswith(HOST_CGROUP + "/"):
+        raise ValueError(f"{path} is not below {HOST_CGROUP}")
+    return path[len(HOST_CGROUP):] or "."
 
 
 NODE_SWAP_FILES = ("memory.current", "memory.swap.current")  # of the root: what node_swap_usage needs

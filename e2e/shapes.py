@@ -24,7 +24,7 @@ from clusters import shared
 from clusters.provider import SwapNode
 from e2e import oracle
 from e2e.alone import burst
-from e2e.nodefiles import CgroupRead, kubelet_cgroups_above
+from e2e.nodefiles import CgroupRead, kubelet_cgroups_above, part_of
 from e2e.observe import NodeObserver, explanation, unique_name
 from e2e.workspace import Workspace, observer_of
 from workloads.pods import QOS_SHAPES, PodShape, ephemeral_container, labels
@@ -76,13 +76,8 @@ class ShapePods:
         assert self.cgroups is not None and self.above is not None
         container = container_id(self.pods[shape.id], shape.container_names()[0])
         self._no_problem(shape, shape.container_names()[0])
-        values = {}
-        for path in kubelet_cgroups_above(self.cgroups.path(container)):
-            part = path.rpartition("/")[2]
-            # the read names each by its directory name: it must have found this very directory
-            assert self.above.path(part) == path, f"{part}: the read found {self.above.path(part)}, not {path}"
-            values[path] = self.above.value(part, "memory.swap.max")
-        return values
+        return {path: self.above.value(part_of(path), "memory.swap.max")
+                for path in kubelet_cgroups_above(self.cgroups.path(container))}
 
     def _no_problem(self, shape: PodShape, container: str) -> None:
         """An ephemeral container that could not be added, or an init container's log that could
@@ -187,6 +182,18 @@ def add_extras(observer: NodeObserver, namespace: str, image: str, shapes: list[
     return ids
 
 
+def above_containers(read: CgroupRead) -> list[str]:
+    """The parts naming every cgroup above the containers found. A container whose cgroup was not
+    found, or is not below kubepods, fails the tests that read it (ShapePods), not the deployment."""
+    parts = set()
+    for path in filter(None, read.paths.values()):
+        try:
+            parts.update(part_of(above) for above in kubelet_cgroups_above(path))
+        except (AssertionError, ValueError):
+            continue
+    return sorted(parts)
+
+
 def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
     observer = observer_of(node)
     namespace = observer.create_namespace(unique_name(f"ksc-shapes-{node.behavior.lower()}"), labels("qos-shapes"))
@@ -207,10 +214,7 @@ def deploy_and_read(node: SwapNode, image: str) -> ShapePods:
         extras = add_extras(observer, namespace, image, supported, deployed)
         ids = [container_id(deployed.pods[s.id], c) for s in supported for c in s.container_names()] + extras
         deployed.cgroups = reader.read_cgroups(ids, CGROUP_FILES)
-        # a container whose cgroup was not found fails the tests that read it, not the deployment
-        found = [p for p in deployed.cgroups.paths.values() if p]
-        above = {path.rpartition("/")[2] for p in found for path in kubelet_cgroups_above(p)}
-        deployed.above = reader.read_cgroups(sorted(above), ("memory.swap.max",))
+        deployed.above = reader.read_cgroups(above_containers(deployed.cgroups), ("memory.swap.max",))
         events = observer.events_by_object(namespace)
         deployed.explanations = {s.id: explanation(deployed.pods[s.id], events.get(s.id, [])) for s in supported}
     except BaseException as error:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -38,8 +39,8 @@ from e2e.metrics import (
     summary_container,
     summary_pod,
 )
-from e2e.nodefiles import HOST_CGROUP, NODE_SWAP_FILES, CgroupRead, NodeFiles, kubelet_cgroups_above
-from e2e.observe import NodeObserver, wait_for
+from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles, kubelet_cgroups_above, part_of
+from e2e.observe import NodeObserver, WaitTimeout, wait_for
 from e2e.record import Recorder
 from e2e.sizing import swapping_past_limit
 
@@ -109,8 +110,17 @@ def test_a_container_without_swap_reports_zero_swap(swap_node: SwapNode, workspa
     read = ws.node_files().read_cgroups([agent.id], ("memory.swap.max", "memory.swap.current"))
     swap_max, usage = read.value(agent.id, "memory.swap.max"), int(read.value(agent.id, "memory.swap.current"))
     assert swap_max == "0", f"the node agent's container has memory.swap.max {swap_max}, not 0: it proves nothing"
-    summary = json.loads(ws.observer.node_proxy("stats/summary"))
-    swap = (summary_container(summary, agent.namespace, agent.pod, agent.container) or {}).get("swap") or {}
+    reported: list[dict[str, Any]] = []
+
+    def container_swap() -> dict[str, Any] | None:  # a level the kubelet has not sampled yet is left out
+        summary = json.loads(ws.observer.node_proxy("stats/summary"))
+        reported.append((summary_container(summary, agent.namespace, agent.pod, agent.container) or {}).get("swap") or {})
+        return reported[-1] or None
+
+    try:
+        swap = wait_for("/stats/summary with the node agent's container swap", container_swap, METRIC_SECONDS)
+    except WaitTimeout:
+        swap = reported[-1]
     samples = parse_prometheus(ws.observer.node_proxy("metrics/resource"))
     labels = {"container": agent.container, "namespace": agent.namespace, "pod": agent.pod}
     inputs = f"{oracle.SUMMARY_SWAP_AVAILABLE_RULE}; memory.swap.max {swap_max}, memory.swap.current {usage}"
@@ -137,14 +147,27 @@ def test_swap_available_is_left_out_where_swap_is_unlimited(swap_node: SwapNode,
     agent = agent_container(ws.node_files())
     container = ws.node_files().read_cgroups([agent.id], ("memory.swap.max",))
     above = kubelet_cgroups_above(container.path(agent.id))
-    parts = {"pod": above[0].rpartition("/")[2], "pods": above[-1].rpartition("/")[2]}
+    parts = {"pod": part_of(above[0]), "pods": part_of(above[-1])}
     read = ws.node_files().read_cgroups(list(parts.values()), ("memory.swap.max",), meminfo=True)
     swap_total = read.meminfo["SwapTotal"]
-    summary = json.loads(ws.observer.node_proxy("stats/summary"))
-    node = summary.get("node") or {}
-    stats = {"pod": (summary_pod(summary, agent.namespace, agent.pod) or {}).get("swap") or {},
-             "pods": next((c.get("swap") or {} for c in node.get("systemContainers") or [] if c.get("name") == "pods"), {}),
-             "node": node.get("swap") or {}}
+    last: list[dict[str, dict[str, Any]]] = []
+
+    def every_level() -> dict[str, dict[str, Any]] | None:
+        # Right after a kubelet restart cAdvisor may not have every cgroup yet, and the summary
+        # leaves a level out: wait (bounded) for all three; a kubelet that never reports one
+        # fails below, on what it last reported.
+        summary = json.loads(ws.observer.node_proxy("stats/summary"))
+        node = summary.get("node") or {}
+        last.append({"pod": (summary_pod(summary, agent.namespace, agent.pod) or {}).get("swap") or {},
+                     "pods": next((c.get("swap") or {} for c in node.get("systemContainers") or []
+                                   if c.get("name") == "pods"), {}),
+                     "node": node.get("swap") or {}})
+        return last[-1] if all(s.get("swapUsageBytes") is not None for s in last[-1].values()) else None
+
+    try:
+        stats = wait_for("/stats/summary with the pod's, the pods' and the node's swap", every_level, METRIC_SECONDS)
+    except WaitTimeout:
+        stats = last[-1]
     limits = {level: read.value(part, "memory.swap.max") for level, part in parts.items()} | {"node": str(swap_total)}
     each = Claims(ws.record)
     for level, swap in stats.items():
@@ -171,7 +194,7 @@ class SwappingPod:
     container_id: str
     node_files: NodeFiles
     meminfo: bool = True  # the node's figure needs /proc/meminfo (its root cgroup has no memory.current)
-    kubepods: str = ""  # the node allocatable cgroup's directory name, once the first read found it
+    kubepods: str = ""  # the node allocatable cgroup's part (nodefiles.part_of), once the first read found it
     cadvisor_ids: dict[str, str] = field(default_factory=dict)  # level -> cAdvisor's id of its cgroup
 
     def parts(self) -> list[str]:
@@ -213,7 +236,7 @@ def swapping_pod(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]
     swapping = SwappingPod(ws, pod["metadata"]["uid"], container_id.split("://")[-1], ws.node_files())
     first = swapping.read()
     swapping.meminfo = "meminfo" in first.node_swap_usage()[1]
-    swapping.kubepods = kubelet_cgroups_above(first.path(swapping.container_id))[-1].rpartition("/")[2]
+    swapping.kubepods = part_of(kubelet_cgroups_above(first.path(swapping.container_id))[-1])
     swapping.cadvisor_ids = {"container": cadvisor_id(first.path(swapping.container_id)),
                              "pod": cadvisor_id(first.path("pod" + swapping.uid)), "node": "/"}
     swap_max = first.value(swapping.container_id, "memory.swap.max")
@@ -312,7 +335,8 @@ def resource_metrics(ws: Workspace, container: bool = True) -> Scrape:
 def cadvisor_id(path: str) -> str:
     """cAdvisor's name of a cgroup the node agent found: its path below the node's cgroup root
     (on kind, the node container's cgroup namespace, which is the kubelet's root too)."""
-    return path[len(HOST_CGROUP):] or "/"
+    part = part_of(path)
+    return "/" if part == "." else part
 
 
 def cadvisor_metrics(swapping: SwappingPod) -> Scrape:

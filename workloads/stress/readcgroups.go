@@ -28,7 +28,8 @@ type readCgroupsOutput struct {
 // runReadCgroups reads FILES (comma-separated) of the cgroups named by each PART, below ROOT,
 // in one walk of the tree, and prints one JSON document. A PART names the first directory
 // below ROOT whose name contains it (a container id, or "pod<uid>" in either cgroup driver's
-// spelling); the PART "." is ROOT itself. --meminfo adds /proc/meminfo (the node's: it is not
+// spelling); the PART "." is ROOT itself; a PART with a "/" is a path below ROOT, exactly (a
+// cgroup whose name alone is too short or too common, such as cgroupfs's "kubepods"). --meminfo adds /proc/meminfo (the node's: it is not
 // namespaced). One exec reads what would otherwise take one exec per file per container: on
 // an emulated node each exec costs seconds, and figures read in one go are read close together.
 //
@@ -53,7 +54,7 @@ func readCgroups(w io.Writer, args []string) error {
 	}
 	root, files, parts := flags.Arg(0), strings.Split(flags.Arg(1), ","), flags.Args()[2:]
 	for _, part := range parts {
-		if part != "." && len(part) < 12 {
+		if part != "." && !strings.Contains(part, "/") && len(part) < 12 {
 			return fmt.Errorf("read-cgroups: %q is too short to name one cgroup", part)
 		}
 	}
@@ -119,6 +120,10 @@ func findDirs(root string, parts []string) map[string]string {
 	for _, part := range parts {
 		if part == "." {
 			found[part] = root
+		} else if strings.Contains(part, "/") {
+			if info, err := os.Stat(filepath.Join(root, part)); err == nil && info.IsDir() {
+				found[part] = filepath.Join(root, part)
+			}
 		} else {
 			left++
 		}
@@ -134,7 +139,7 @@ func findDirs(root string, parts []string) map[string]string {
 			return nil
 		}
 		for _, part := range parts {
-			if _, done := found[part]; done || part == "." {
+			if _, done := found[part]; done || part == "." || strings.Contains(part, "/") {
 				continue
 			}
 			if strings.Contains(d.Name(), part) || strings.Contains(d.Name(), strings.ReplaceAll(part, "-", "_")) {

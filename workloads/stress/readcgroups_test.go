@@ -28,6 +28,23 @@ func TestFindDirsWalksOnceForEveryPart(t *testing.T) {
 	}
 }
 
+func TestAPartWithASlashIsAPathBelowTheRoot(t *testing.T) {
+	root := t.TempDir()
+	qos := filepath.Join(root, "kubepods", "burstable")
+	write(t, filepath.Join(qos, "memory.swap.max"), "max\n")
+	write(t, filepath.Join(root, "other", "kubepods", "burstable", "memory.swap.max"), "0\n")
+
+	got := findDirs(root, []string{"/kubepods/burstable", "kubepods/burstable", "/kubepods/gone"})
+	want := map[string]string{"/kubepods/burstable": qos, "kubepods/burstable": qos}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("findDirs = %v, want %v", got, want)
+	}
+	var out bytes.Buffer
+	if err := readCgroups(&out, []string{root, "memory.swap.max", "/kubepods"}); err != nil {
+		t.Fatalf("a short path is no short name: %v", err)
+	}
+}
+
 func TestReadCgroupsEveryForIsASeriesOnTheNodesClock(t *testing.T) {
 	root := t.TempDir()
 	write(t, filepath.Join(root, "memory.swap.current"), "4096\n")
