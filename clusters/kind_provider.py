@@ -110,7 +110,8 @@ class KindProvider(Provider):
     def __init__(self, kind_bin: str, node_image: str | None, shared_root: Path, reuse: bool,
                  api_ports: dict[str, int] | None = None, config_patch: Path | None = None,
                  progress: Progress | None = None, behaviors: Sequence[str] = ALL_BEHAVIORS,
-                 install_packages: bool = False, kind_host: kind_autohost.KindHostControl | None = None):
+                 install_packages: bool = False, kind_host: kind_autohost.KindHostControl | None = None,
+                 logs_dir: Path | None = None):
         self.progress: Progress = progress or (lambda message: None)
         self.behaviors = [b for b in ALL_BEHAVIORS if b in behaviors]
         self.kind_bin = kind_bin
@@ -125,6 +126,7 @@ class KindProvider(Provider):
         self.api_ports = api_ports if api_ports is not None else api_ports_from_env()
         self.config_patch = config_patch
         self.patch = kind_config.load_patch(config_patch) if config_patch else None
+        self.logs_dir = logs_dir  # where a failed `kind create` leaves kind's logs of its nodes
         self._labels: dict[str, str] | None = None
 
     # --- what can be offered -------------------------------------------------------------------
@@ -314,13 +316,21 @@ class KindProvider(Provider):
             config_file.write_text(yaml.safe_dump(config, sort_keys=False))
             # Recorded before creating: a half-created cluster is still ours to delete.
             record_created(self.shared_root, {"provider": self.name, "cluster": cluster, "kind_bin": self.kind_bin})
+            # --retain: a failed creation keeps its nodes for `kind export logs`; the run's
+            # teardown deletes the cluster whatever happened (it was recorded above).
             argv = ["create", "cluster", "--name", cluster, "--config", str(config_file),
-                    "--kubeconfig", str(kubeconfig), "--wait", CREATE_WAIT]
+                    "--kubeconfig", str(kubeconfig), "--wait", CREATE_WAIT, "--retain"]
             if self.node_image:
                 argv += ["--image", self.node_image]
             self.progress(f"creating {cluster}: a control plane and a worker for each of {', '.join(behaviors)}"
                           f" (image {self.node_image or 'kind default'})")
-            run_command([self.kind_bin, *argv], waits.bound(waits.KIND_CREATE), on_line=lambda line: self.progress(f"{cluster}: {line}"))
+            try:
+                run_command([self.kind_bin, *argv], waits.bound(waits.KIND_CREATE),
+                            on_line=lambda line: self.progress(f"{cluster}: {line}"))
+            except KindError as error:
+                logs = self._export_logs(cluster)
+                self.progress(f"{cluster}: {logs}")
+                raise KindError(f"{error}\n{logs}") from error
         nodes = {}
         for behavior, node in self._wait_for_nodes(cluster, str(kubeconfig), behaviors).items():
             if node.behavior != behavior:
@@ -333,6 +343,18 @@ class KindProvider(Provider):
             self.progress(f"{cluster}: {node.describe()}")
             nodes[behavior] = dataclasses.asdict(node)
         return nodes
+
+    def _export_logs(self, cluster: str) -> str:
+        """kind's logs of a cluster whose creation failed (its nodes' journals, the kubelet's and
+        containerd's, the control plane's containers): where they are, or why there are none."""
+        if self.logs_dir is None:
+            return "kind's logs of its nodes were not kept (no results directory)"
+        where = self.logs_dir / cluster
+        try:
+            self._kind("export", "logs", str(where), "--name", cluster, timeout=waits.bound(waits.KIND_EXPORT_LOGS))
+        except KindError as error:
+            return f"kind's logs of its nodes could not be exported: {str(error)[:300]}"
+        return f"kind's logs of its nodes (journals of the kubelet and containerd, the control plane's containers): {where}"
 
     def _discovered(self, node: SwapNode) -> SwapNode:
         """`node` again, once Ready and schedulable after its kubelet restarted."""

@@ -81,6 +81,7 @@ GO_INSTALL_KIND = Wait(0, clock=1800, what="go install of kind: its modules fetc
 # clusters
 KIND_CREATE = Wait(1800, what="kind create cluster (kubeadm alone may take 20 minutes emulated)")
 KIND_NODES_READY = Wait(600, what="after kind create: workers joining, an API server catching up")
+KIND_EXPORT_LOGS = Wait(300, what="kind export logs of a cluster whose creation failed (journals of every node)")
 
 
 def bound(seconds: float | Wait) -> float:

@@ -4,7 +4,9 @@
 The fake kind keeps each cluster as a file under ``$FAKE_KIND_STATE/clusters``, so a test can see
 what a run left behind. ``create cluster`` writes a kubeconfig that is not one (the provider's
 wait for nodes fails at once: the cluster exists, no node is found); with ``FAKE_KIND_CREATE=hang``
-it starts a child (as kind starts ``docker run``), writes both pids to ``pids`` and waits forever.
+it starts a child (as kind starts ``docker run``), writes both pids to ``pids`` and waits forever;
+with ``FAKE_KIND_CREATE=fail`` it fails as kubeadm does (the cluster is left: ``--retain``).
+``export logs DIR`` writes a node's log under DIR.
 ``delete cluster`` takes ``FAKE_KIND_DELETE_SECONDS``. Phases reached leave marker files:
 ``creating``, ``deleting``.
 
@@ -61,7 +63,15 @@ case "$1 $2" in
       echo "$$ $!" > "$state/pids"
       touch "$state/creating"
       wait
+    fi
+    if [ "${FAKE_KIND_CREATE:-}" = fail ]; then
+      echo "ERROR: failed to create cluster: failed to init node with kubeadm" >&2
+      exit 1
     fi ;;
+  "export logs")
+    [ -e "$state/clusters/$name" ] || { echo "ERROR: unknown cluster \"$name\"" >&2; exit 1; }
+    mkdir -p "$3/$name-control-plane"
+    echo "kubeadm init: wait-control-plane" > "$3/$name-control-plane/kubelet.log" ;;
   "delete cluster")
     touch "$state/deleting"
     sleep "${FAKE_KIND_DELETE_SECONDS:-0}"

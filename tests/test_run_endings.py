@@ -179,3 +179,18 @@ def test_a_preflight_failure_stays_exit_3_when_the_end_crashes(suite: pytest.Pyt
     assert output.count("kube-swap-conformance: the end of the run failed: ") == 1, output
     assert not list((tmp_path / "tmp").glob("ksc-run-*")), output
     assert "Traceback" not in output and "INTERNALERROR" not in output, output
+
+
+def test_a_failed_creation_keeps_kinds_logs_and_deletes_the_cluster(suite: pytest.Pytester, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_KIND_CREATE", "fail")
+    suite.makepyfile(test_swap=NEEDS_A_NODE)
+    process = start(suite, tmp_path, "--results-dir", str(tmp_path / "results"))
+    output = finish(process)
+    assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
+    calls = (tmp_path / "kind-state" / "calls").read_text()
+    assert "--retain" in calls and "export logs" in calls, calls
+    logs = tmp_path / "results" / "kind-logs" / "ksc-mixed"
+    assert (logs / "ksc-mixed-control-plane" / "kubelet.log").is_file(), output
+    assert f"kind's logs of its nodes (journals of the kubelet and containerd, the control plane's containers): {logs}" in output
+    assert_nothing_left(tmp_path, output)

@@ -52,6 +52,7 @@ def pytest_ksc_make_provider(config: pytest.Config) -> Provider:
             config.getoption("kind_bin"), config.getoption("node_image"), run.directory, config.getoption("reuse_clusters"),
             config_patch=Path(patch) if patch else None, progress=run.progress("kind"),
             behaviors=settings(config).behaviors, install_packages=config.getoption("install_host_packages"),
+            logs_dir=settings(config).results_dir / "kind-logs",
         )
     if name == "existing":
         from clusters.existing import ExistingProvider
