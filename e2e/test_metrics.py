@@ -104,7 +104,7 @@ def test_a_container_without_swap_reports_zero_swap(swap_node: SwapNode, workspa
     The container is the node agent's (system-node-critical: NoSwap under every behavior). A
     limit of 0 is a limit (oracle.summary_swap_available); the metric's limit is available +
     usage. The kubelet's zeros for a container cAdvisor has not sampled yet are the same values,
-    so there is nothing to wait for."""
+    so the only wait (bounded) is for the summary to list the container at all."""
     ws = workspace(swap_node)
     agent = agent_container(ws.node_files())
     read = ws.node_files().read_cgroups([agent.id], ("memory.swap.max", "memory.swap.current"))
