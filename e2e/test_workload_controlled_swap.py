@@ -164,7 +164,7 @@ def test_node_swap_allocated_is_the_sum_of_limits_swap(
     A pod of the test's own gives the sum an app container's and an init container's share. The
     node's pods are listed before and after each scrape; a scrape counts only where both lists
     are the same (no pod came, went or changed meanwhile), until one equals the sum of the
-    non-terminal ones (bounded: a pod the kubelet has not admitted yet is the same as a change)."""
+    non-terminal ones (bounded: a pod the kubelet has not admitted yet is not in its sum)."""
     skip_where_limits_swap_was_refused(swap_node, request)
     ws = workspace(swap_node)
     needs_limits_swap_api(ws, swap_node, request)
