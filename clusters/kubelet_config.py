@@ -118,17 +118,10 @@ class NodeKubelet(ABC):
         """Run the block with `change` made to the config file, live (confirmed by /configz); the
         file is put back and that confirmed too, however the block ends. The block is given the
         restarted kubelet's journal."""
-        since = float(self.node_command(refusal.CLOCK_COMMAND))
-        # the running kubelet's lines (its shutdown) are not the new one's
-        running = refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
+        since, running = self._restart_marks()
         original = self.change(change.apply, change.live, change.what)
-
-        def journal() -> list[refusal.JournalLine]:
-            lines = refusal.journal_lines(self.node_command(refusal.journal_command(since)), since)
-            return [line for line in lines if not (running and line.pid == running)]
-
         try:
-            yield Restarted(change.what, journal)
+            yield Restarted(change.what, lambda: self._journal_since(since, running))
         finally:
             before = yaml.safe_load(original)
             self.restart_with(original, lambda live: change.restored(live, before), f"{change.what}: restored")
@@ -144,9 +137,7 @@ class NodeKubelet(ABC):
         change.apply(config)
         flags_before = self.node_command(refusal.read_flags_command()) if change.flags else ""
         proc_swaps = self.node_command(refusal.PROC_SWAPS_COMMAND)
-        since = float(self.node_command(refusal.CLOCK_COMMAND))
-        # the running kubelet's lines (its shutdown) are not the new one's
-        running = refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
+        since, running = self._restart_marks()
         try:
             self.write_config(yaml.safe_dump(config, sort_keys=False))
             if change.flags:
@@ -160,6 +151,17 @@ class NodeKubelet(ABC):
             original = yaml.safe_load(before)
             self.restart_with(before, lambda live: change.restored(live, original), f"{change.what}: restored")
 
+    def _restart_marks(self) -> tuple[float, str]:
+        """Read before a restart: the node's clock, and the running kubelet's pid, whose lines
+        after that (its shutdown) are not the new kubelet's."""
+        since = float(self.node_command(refusal.CLOCK_COMMAND))
+        return since, refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
+
+    def _journal_since(self, since: float, old_pid: str) -> list[refusal.JournalLine]:
+        """The unit's journal since `since`, without the lines of the process `old_pid`."""
+        lines = refusal.journal_lines(self.node_command(refusal.journal_command(since)), since)
+        return [line for line in lines if not (old_pid and line.pid == old_pid)]
+
     def _started_or_refused(self, what: str, config: dict[str, Any], proc_swaps: str, since: float,
                             old_pid: str, flags: tuple[str, ...] = ()) -> StartAttempt:
         """Until systemd has seen the kubelet exit, or /configz answers (waits.KUBELET_REFUSAL).
@@ -168,8 +170,7 @@ class NodeKubelet(ABC):
         waits.KUBELET_LOG_SETTLED more."""
 
         def journal() -> tuple[refusal.JournalLine, ...]:
-            lines = refusal.journal_lines(self.node_command(refusal.journal_command(since)), since)
-            return tuple(line for line in lines if not (old_pid and line.pid == old_pid))
+            return tuple(self._journal_since(since, old_pid))
 
         deadline = time.monotonic() + waits.bound(waits.KUBELET_REFUSAL)
         restarts_before: int | None = None
@@ -209,7 +210,7 @@ class Restarted:
 
     def kubelet_lines(self) -> list[str]:
         """What the new kubelet process logged (systemd's lines about the unit left out)."""
-        return [line.message for line in self.journal() if line.source == refusal.UNIT]
+        return refusal.kubelet_lines(self.journal())
 
 
 @dataclass(frozen=True)

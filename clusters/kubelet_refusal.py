@@ -118,6 +118,11 @@ def journal_lines(text: str, since: float) -> list[JournalLine]:
     return lines
 
 
+def kubelet_lines(lines: Sequence[JournalLine]) -> list[str]:
+    """What the kubelet processes logged, systemd's own lines about the unit left out."""
+    return [line.message for line in lines if line.source == UNIT]
+
+
 def kubelet_processes(lines: Sequence[JournalLine]) -> list[str]:
     """The kubelet processes that logged, in order (systemd's own lines about the unit left out)."""
     pids: list[str] = []
@@ -142,7 +147,7 @@ class StartAttempt:
 
     def kubelet_lines(self) -> list[str]:
         """What the kubelet processes themselves logged (systemd's lines about the unit left out)."""
-        return [line.message for line in self.log if line.source == UNIT]
+        return kubelet_lines(self.log)
 
     def outcome(self) -> str:
         if not self.refused:

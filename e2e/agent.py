@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from e2e.nodefiles import HOST_CGROUP, SCRATCH, NodeFiles, Space
 from e2e.observe import unique_name
+from e2e.podfields import running_container_id
 from workloads.pods import labels
 
 if TYPE_CHECKING:
@@ -70,9 +71,9 @@ class AgentContainer:
 
 def agent_container(agent: NodeFiles) -> AgentContainer:
     pod = agent.ws.observer.pod(agent.ws.namespace, agent.pod)
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "reader")
-    return AgentContainer(agent.ws.namespace, agent.pod, "reader", pod["metadata"]["uid"],
-                          status["containerID"].rpartition("://")[2])
+    container_id = running_container_id(pod, "reader")
+    assert container_id, f"the node agent {agent.ws.namespace}/{agent.pod} has no running container"
+    return AgentContainer(agent.ws.namespace, agent.pod, "reader", pod["metadata"]["uid"], container_id)
 
 
 def remove_agents() -> list[str]:

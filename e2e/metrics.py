@@ -58,6 +58,12 @@ def summary_pod(summary: dict[str, Any], namespace: str, pod: str) -> dict[str, 
     )
 
 
+def summary_system_container(summary: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """node.systemContainers' entry `name` ("pods": the kubelet's kubepods cgroup; "kubelet",
+    "runtime", "misc" where their cgroups are configured)."""
+    return next((c for c in (summary.get("node") or {}).get("systemContainers") or [] if c.get("name") == name), None)
+
+
 def has_swap_stats(swap: dict[str, Any] | None, swap_max: int | None) -> bool:
     """Does a container's /stats/summary `swap` carry cAdvisor's figures? Until cAdvisor has a
     sample of a new container, the kubelet fills in zeros stamped with the current time (1.37:

@@ -74,8 +74,8 @@ class ShapePods:
         """memory.swap.max of each cgroup the kubelet made above the pod's containers (its pod's,
         its QoS class's, kubepods), by path, innermost first."""
         assert self.cgroups is not None and self.above is not None
-        container = container_id(self.pods[shape.id], shape.container_names()[0])
         self._no_problem(shape, shape.container_names()[0])
+        container = container_id(self.pods[shape.id], shape.container_names()[0])
         return {path: self.above.value(part_of(path), "memory.swap.max")
                 for path in kubelet_cgroups_above(self.cgroups.path(container))}
 

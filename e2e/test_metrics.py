@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -38,6 +38,7 @@ from e2e.metrics import (
     reported_from_summary,
     summary_container,
     summary_pod,
+    summary_system_container,
 )
 from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles, kubelet_cgroups_above, part_of
 from e2e.observe import NodeObserver, WaitTimeout, wait_for
@@ -95,6 +96,25 @@ def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callab
           "SwapTotal (/proc/meminfo)")
 
 
+T = TypeVar("T")
+
+
+def summary_once(ws: Workspace, what: str, pick: Callable[[dict[str, Any]], T], ready: Callable[[T], bool]) -> T:
+    """`pick` of /stats/summary once `ready` says it is there (bounded, METRIC_SECONDS): right
+    after a kubelet restart cAdvisor may not have every cgroup yet, and the summary leaves it
+    out. Where it never is, the last pick: the test's claims then fail on what was reported."""
+    picked: list[T] = []
+
+    def probe() -> T | None:
+        picked.append(pick(json.loads(ws.observer.node_proxy("stats/summary"))))
+        return picked[-1] if ready(picked[-1]) else None
+
+    try:
+        return wait_for(f"/stats/summary with {what}", probe, METRIC_SECONDS)
+    except WaitTimeout:
+        return picked[-1]
+
+
 @pytest.mark.min_kubernetes("1.34")
 def test_a_container_without_swap_reports_zero_swap(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     """A container whose memory.swap.max is 0 reports swap usage 0 and swapAvailableBytes 0 in
@@ -110,17 +130,10 @@ def test_a_container_without_swap_reports_zero_swap(swap_node: SwapNode, workspa
     read = ws.node_files().read_cgroups([agent.id], ("memory.swap.max", "memory.swap.current"))
     swap_max, usage = read.value(agent.id, "memory.swap.max"), int(read.value(agent.id, "memory.swap.current"))
     assert swap_max == "0", f"the node agent's container has memory.swap.max {swap_max}, not 0: it proves nothing"
-    reported: list[dict[str, Any]] = []
-
-    def container_swap() -> dict[str, Any] | None:  # a level the kubelet has not sampled yet is left out
-        summary = json.loads(ws.observer.node_proxy("stats/summary"))
-        reported.append((summary_container(summary, agent.namespace, agent.pod, agent.container) or {}).get("swap") or {})
-        return reported[-1] or None
-
-    try:
-        swap = wait_for("/stats/summary with the node agent's container swap", container_swap, METRIC_SECONDS)
-    except WaitTimeout:
-        swap = reported[-1]
+    swap = summary_once(ws, "the node agent's container swap",
+                        lambda summary: (summary_container(summary, agent.namespace, agent.pod, agent.container)
+                                         or {}).get("swap") or {},
+                        bool)
     samples = parse_prometheus(ws.observer.node_proxy("metrics/resource"))
     labels = {"container": agent.container, "namespace": agent.namespace, "pod": agent.pod}
     inputs = f"{oracle.SUMMARY_SWAP_AVAILABLE_RULE}; memory.swap.max {swap_max}, memory.swap.current {usage}"
@@ -150,24 +163,11 @@ def test_swap_available_is_left_out_where_swap_is_unlimited(swap_node: SwapNode,
     parts = {"pod": part_of(above[0]), "pods": part_of(above[-1])}
     read = ws.node_files().read_cgroups(list(parts.values()), ("memory.swap.max",), meminfo=True)
     swap_total = read.meminfo["SwapTotal"]
-    last: list[dict[str, dict[str, Any]]] = []
-
-    def every_level() -> dict[str, dict[str, Any]] | None:
-        # Right after a kubelet restart cAdvisor may not have every cgroup yet, and the summary
-        # leaves a level out: wait (bounded) for all three; a kubelet that never reports one
-        # fails below, on what it last reported.
-        summary = json.loads(ws.observer.node_proxy("stats/summary"))
-        node = summary.get("node") or {}
-        last.append({"pod": (summary_pod(summary, agent.namespace, agent.pod) or {}).get("swap") or {},
-                     "pods": next((c.get("swap") or {} for c in node.get("systemContainers") or []
-                                   if c.get("name") == "pods"), {}),
-                     "node": node.get("swap") or {}})
-        return last[-1] if all(s.get("swapUsageBytes") is not None for s in last[-1].values()) else None
-
-    try:
-        stats = wait_for("/stats/summary with the pod's, the pods' and the node's swap", every_level, METRIC_SECONDS)
-    except WaitTimeout:
-        stats = last[-1]
+    stats = summary_once(ws, "the pod's, the pods' and the node's swap",
+                         lambda summary: {"pod": (summary_pod(summary, agent.namespace, agent.pod) or {}).get("swap") or {},
+                                          "pods": (summary_system_container(summary, "pods") or {}).get("swap") or {},
+                                          "node": (summary.get("node") or {}).get("swap") or {}},
+                         lambda levels: all(s.get("swapUsageBytes") is not None for s in levels.values()))
     limits = {level: read.value(part, "memory.swap.max") for level, part in parts.items()} | {"node": str(swap_total)}
     each = Claims(ws.record)
     for level, swap in stats.items():
@@ -380,12 +380,10 @@ def stats_summary(ws: Workspace) -> Scrape:
 
     def scrape() -> list[Reported]:
         summary = json.loads(ws.observer.node_proxy("stats/summary"))
-        node = summary.get("node") or {}
         stats = {"container": (summary_container(summary, ws.namespace, "swapping", "stress") or {}).get("swap") or {},
                  "pod": (summary_pod(summary, ws.namespace, "swapping") or {}).get("swap") or {},
-                 "node": node.get("swap") or {},
-                 "pods": next((c.get("swap") or {} for c in node.get("systemContainers") or [] if c.get("name") == "pods"),
-                              {})}
+                 "node": (summary.get("node") or {}).get("swap") or {},
+                 "pods": (summary_system_container(summary, "pods") or {}).get("swap") or {}}
         found = [reported_from_summary(level, s.get("swapUsageBytes"), s.get("time")) for level, s in stats.items()]
         container = stats["container"]
         return found + [reported_from_summary("container available", container.get("swapAvailableBytes"), container.get("time"))]

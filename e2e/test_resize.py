@@ -265,7 +265,7 @@ def test_resizes_keeping_the_memory_request_are_carried_out_with_swap(swap_node:
               container_identity(ws.observer.pod(ws.namespace, "limited")), inputs, explain=context)
         pod_cgroup = "pod" + observed["metadata"]["uid"]
         claim(ws.record, f"memory.swap.max of the pod cgroup after the resize ({what})", oracle.PARENT_SWAP_MAX,
-              ws.node_files().read_cgroups([pod_cgroup], ("memory.swap.max",)).value(pod_cgroup, "memory.swap.max"),
+              ws.node_files().cgroup_file(pod_cgroup, "memory.swap.max")[1],
               f"{oracle.PARENT_SWAP_MAX_RULE}; the resize sets the pod cgroup's memory (SetPodCgroupConfig), never its swap",
               explain=context)
 
@@ -294,7 +294,7 @@ def test_pod_level_memory_resize_is_carried_out_with_swap(swap_node: SwapNode,
     pod_cgroup = "pod" + running["metadata"]["uid"]
 
     def pod_memory_max() -> str:
-        return ws.node_files().read_cgroups([pod_cgroup], ("memory.max",)).value(pod_cgroup, "memory.max")
+        return ws.node_files().cgroup_file(pod_cgroup, "memory.max")[1]
 
     claim(ws.record, "memory.swap.max before the resize", share, cgroup(ws, "pod-level")["memory.swap.max"], str(decision),
           explain=lambda: ws.explain("pod-level"))
