@@ -143,12 +143,44 @@ def test_a_mutant_the_shared_vm_could_not_test_gets_a_fresh_vm(tmp_path: Path, m
     shared = bench.SharedVm()
     shared.swap_in([], [])  # the bench boots the shared VM
     fake_vm_cli.calls.clear()
-    o = bench._run_mutant(args, 1, m, 1, "suite", tmp_path, shared)
+    o = bench._run_mutant(args, 1, m, 1, "suite", tmp_path, tmp_path, shared)
     assert runs == [True, False] and o.verdict == model.CAUGHT
     downs = [call[0] for call in fake_vm_cli.calls]
     assert downs == ["down"] and not shared.booted  # the next mutant boots a fresh shared VM
     assert bench.running_vm(shared.state_dir) is None
 
+
+
+def test_a_result_kept_in_another_directory_is_resumed_from_not_run_again(tmp_path: Path, monkeypatch) -> None:
+    """--kept: a result another machine kept (committed in the checkout) counts while the
+    mutant's build and the suite are unchanged; a changed suite runs it again."""
+    from bench.mutants import __main__ as bench
+
+    ran: list[str] = []
+
+    def run_one(name, *args, **kw):
+        ran.append(name)
+        return model.Outcome(name, "b", model.SURVIVED, passed=1)
+
+    monkeypatch.setattr(bench, "run_one", run_one)
+    monkeypatch.setattr(bench, "_say", lambda line: None)
+    m = next(m for m in model.load(model.HERE) if m.name == "hash-includes-resources")
+    args = bench.argparse.Namespace(rerun=False, k=None, provider="vm", fresh_vm=True, pytest_args=[],
+                                    release=versions.KUBERNETES)
+    kept_dir, runs = tmp_path / "kept", tmp_path / "results" / "mutants"
+    kept_dir.mkdir()
+    build = k8s_source.release(versions.KUBERNETES, m.patches).build_id
+    elsewhere = model.Outcome(m.name, build, model.CAUGHT, failed=["test_x[LimitedSwap]"], suite="s1")
+    (kept_dir / f"{m.name}-{m.content_hash}-{versions.KUBERNETES}-vm.json").write_text(elsewhere.to_json())
+    monkeypatch.setattr(bench.SharedVm, "down", lambda self: None)
+
+    o = bench._run_mutant(args, 1, m, 1, "s1", kept_dir, runs, bench.SharedVm(tmp_path / "state"))
+    assert (ran, o.verdict, o.failed) == ([], model.CAUGHT, ["test_x[LimitedSwap]"])
+
+    o = bench._run_mutant(args, 1, m, 1, "s2", kept_dir, runs, bench.SharedVm(tmp_path / "state"))
+    assert (ran, o.verdict, o.suite) == ([m.name], model.SURVIVED, "s2")
+    kept = model.Outcome.from_json((kept_dir / f"{m.name}-{m.content_hash}-{versions.KUBERNETES}-vm.json").read_text())
+    assert kept.suite == "s2"  # the new result is kept where the old one was, for the next machine
 
 # --- the bench's VMs: a state directory of its own, and only what it started is stopped -----------
 

@@ -3,7 +3,7 @@ which tests caught it; then the unmodified build (which must pass).
 
     python -m bench.mutants [--k8s-version V] [--patches DIR] [--provider vm|kind] [-k EXPR]
                             [--mutant NAME ...] [--no-baseline] [--baseline-only] [--rerun]
-                            [--results-dir results]
+                            [--results-dir results] [--kept DIR]
 
 Each mutant runs ``pytest e2e --provider vm --k8s-version V --k8s-patch PATCH`` (one fresh VM,
 its build cached by release and patch content), restricted to the tests its header names
@@ -14,6 +14,8 @@ declares it not applicable (bench/mutants/releases.py): its row says n/a and why
 kept per release, patch content and suite version under ``<results-dir>/mutants/``: a second
 run resumes where the first stopped and re-runs a mutant only when its patch or the suite
 changed (or ``--rerun``).
+``--kept DIR`` keeps them elsewhere (default ``<results-dir>/mutants``): a directory in the
+checkout, committed, lets a bench longer than one sitting resume on another machine.
 The table goes to stdout and ``<results-dir>/mutants.md`` (and, with ``--docs docs/mutants.md``, into
 that page's generated block).
 
@@ -285,7 +287,7 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
 
 
 def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | None, suite: str, keep: Path,
-              share_all: bool, shared: SharedVm) -> model.Outcome:
+              runs: Path, share_all: bool, shared: SharedVm) -> model.Outcome:
     """The unmodified build of these mutants (the release, or the release with their base),
     on every test and behavior any of them runs; kept while the suite and the base are unchanged."""
     exprs = [m.tests for m in mutants]
@@ -306,7 +308,7 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
         _say(f"{name}: the unmodified {build} ({label})")
         if a.provider == "vm" and not share_all:
             shared.down()
-        o = run_one(name, patches, behaviors, selection, label, a.provider, keep / f"{name}-{a.release}-{a.provider}",
+        o = run_one(name, patches, behaviors, selection, label, a.provider, runs / f"{name}-{a.release}-{a.provider}",
                     a.pytest_args, shared if share_all else None, patches, state_dir=shared.state_dir,
                     release=a.release)
         o.suite = suite
@@ -316,7 +318,7 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
     return o
 
 
-def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suite: str, keep: Path,
+def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suite: str, keep: Path, runs: Path,
                 shared: SharedVm) -> model.Outcome:
     """One mutant (the form that runs on the release: releases.on): its kept result while its
     build (release, base and patch) and the suite are unchanged, else a run."""
@@ -335,7 +337,7 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     if a.provider == "vm" and not share:
         shared.down()  # this one boots its own VM with the whole build
     base = [m.base] if m.base is not None else []
-    out_dir = keep / f"{m.name}-{m.content_hash}-{a.release}-{a.provider}"
+    out_dir = runs / f"{m.name}-{m.content_hash}-{a.release}-{a.provider}"
 
     def run(on: SharedVm | None) -> model.Outcome:
         return run_one(m.name, m.patches, m.behaviors, selection, label, a.provider, out_dir, a.pytest_args, on, base,
@@ -377,6 +379,10 @@ def parser() -> cli.Parser:
     only.add_argument("--baseline-only", action="store_true", help="only the unmodified build's run")
     ap.add_argument("--rerun", action="store_true", help="run again even where a kept result matches")
     ap.add_argument("--results-dir", type=inputs.output_directory, default=ROOT / "results")
+    ap.add_argument("--kept", type=inputs.output_directory, default=None, metavar="DIR",
+                    help="where each mutant's and baseline's result is kept, read back and resumed from (default"
+                         " <results-dir>/mutants); a directory in the checkout, committed, lets a bench longer than"
+                         " one sitting resume on another machine")
     ap.add_argument("--fresh-vm", action="store_true",
                     help="vm: boot a fresh VM for every mutant (default: kubelet-only mutants share one VM and"
                          " swap their kubelet in; others always get a fresh VM)")
@@ -466,8 +472,10 @@ def _main(a: argparse.Namespace) -> int:
     if refused:
         raise cli.NotReady(refused)
     suite = model.suite_hash(ROOT)
-    keep = a.results_dir / "mutants"
-    keep.mkdir(parents=True, exist_ok=True)
+    runs = a.results_dir / "mutants"  # each run's junit.xml, report and pytest.log
+    keep = a.kept or runs
+    for d in (runs, keep):
+        d.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     today = dt.date.today().isoformat()
     numbered = list(enumerate(forms, 1))
@@ -492,9 +500,9 @@ def _main(a: argparse.Namespace) -> int:
         group = [m for _, m in runnable if m.base == base]
         share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] for m in group)
         if not a.no_baseline:
-            baselines.append(_baseline(a, group, base, suite, keep, share_all, shared))
+            baselines.append(_baseline(a, group, base, suite, keep, runs, share_all, shared))
         for i, m in [] if a.baseline_only else [(i, m) for i, m in runnable if m.base == base]:
-            results[i] = _run_mutant(a, i, m, len(forms), suite, keep, shared)
+            results[i] = _run_mutant(a, i, m, len(forms), suite, keep, runs, shared)
             (a.results_dir / "mutants.md").write_text(text())
 
     if a.provider == "vm":
