@@ -273,6 +273,22 @@ def plan_pressure(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], a
     return PressurePlan(ranking, available, before, hog, after, passed_over, threshold, expected)
 
 
+def swap_reorders(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], swap: Mapping[str, int], first: str,
+                  second: str) -> bool:
+    """Whether `first` ranks strictly before `second` on working sets (the kubelet's usage,
+    eviction/helpers.go memoryUsage) and strictly after it on working set plus swap: only then
+    does the order the kubelet evicts the two in tell whether it counts swap."""
+    pods = [p for p in pods if _key(p) in usage]
+    with_swap = {k: v + swap.get(k, 0) for k, v in usage.items()}
+
+    def tier(ranking: list[list[str]], key: str) -> int:
+        return next(i for i, keys in enumerate(ranking) if key in keys)
+
+    by_working_set, by_total = oracle.eviction_ranking(pods, usage), oracle.eviction_ranking(pods, with_swap)
+    return (tier(by_working_set, first) < tier(by_working_set, second)
+            and tier(by_total, second) < tier(by_total, first))
+
+
 def _key(pod: Mapping[str, Any]) -> str:
     return key_of(dict(pod))
 

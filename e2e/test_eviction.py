@@ -1,8 +1,9 @@
 """A node under memory pressure: the kubelet evicts pods in the order its ranking decides,
 says why, passes over critical pods when its ranking reaches them, keeps pods within their
 request while one above its request remains, and stops when the pressure is over. Under
-LimitedSwap a memory hog is swapping when pressure begins (swap does not count in the signal);
-under NoSwap the same Burstable pods never touch swap.
+LimitedSwap a memory hog is swapping when pressure begins: swap counts neither in the signal nor
+in the ranking (a peer of the hog's priority ranks before it on working sets, after it were its
+swap counted); under NoSwap the same Burstable pods never touch swap.
 
 The pressure comes from the threshold, not from exhausting the node: every pod is deployed
 and holding first; the signal the kubelet will act on (/stats/summary node memory) is checked
@@ -38,6 +39,7 @@ from e2e.eviction import (
     extra_evictions,
     key_of,
     plan_pressure,
+    swap_reorders,
 )
 from e2e.gate import could_not_test
 from e2e.agent import is_agent
@@ -46,6 +48,7 @@ from workloads.pods import GUARANTEED, Mi, alloc_command, of_the_suite, stress_p
 
 PRIORITIES = {"low": -10, "high": 10}  # this run's PriorityClasses
 HOG_REQUEST, HOG_LIMIT = 128 * Mi, 256 * Mi  # a swap share of at least 32 MiB on the suite's nodes (hog_allocation)
+PEER_REQUEST = 32 * Mi
 WATCH_SECONDS = waits.EVICTION_WATCH
 # evictionSoftGracePeriod: seconds the threshold is met before the first eviction. Until a
 # restarted kubelet has a pod's memory stats it ranks it first (no stats at all) or as within its
@@ -75,7 +78,8 @@ class Designed:
 
 
 # Far apart in every key the ranking uses, so the expected order does not hang on a few KiB.
-# The hog is the last pod above its request the kubelet may evict (highest priority among them);
+# The hog is the last pod above its request the kubelet may evict (highest priority among them,
+# after the peer of its priority, whose working set is further above its request: peer_allocation);
 # after it the ranking reaches the critical pods (above their requests, priority >= 2000000000:
 # evictPod refuses them) and then the within-request pods: "within" first (usage - request about
 # -9 MiB, against about -30 MiB for "guaranteed"). Pressure lasts until "within" is evicted and
@@ -85,6 +89,7 @@ DESIGNED = (
     Designed("low-big", 32 * Mi, None, 96 * Mi, "low"),      # above request, priority -10, +64 MiB
     Designed("low-small", 32 * Mi, None, 64 * Mi, "low"),    # above request, priority -10, +32 MiB
     Designed("above", 32 * Mi, None, 80 * Mi),               # above request, priority 0, +48 MiB
+    Designed("peer", PEER_REQUEST, None, 0, "high"),         # above request, priority 10: before the hog (peer_allocation)
     Designed("hog", HOG_REQUEST, HOG_LIMIT, 0, "high"),      # above request, priority 10; swaps (LimitedSwap)
     Designed("critical", 32 * Mi, None, 96 * Mi, "system-node-critical"),  # above, ranked next, never evicted
     Designed("within", 160 * Mi, None, 148 * Mi),            # within its request, priority 0: evicted last
@@ -112,19 +117,35 @@ def priority_classes(swap_node: SwapNode, swap_provider: Provider) -> Iterator[d
             api.delete_priority_class(name)
 
 
+def hog_share(node: SwapNode) -> int:
+    """The hog's memory.swap.max were the node running LimitedSwap."""
+    pod = stress_pod("hog", "x", "ns", "t", [], {"memory": HOG_REQUEST}, {"memory": HOG_LIMIT})
+    share = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
+    assert share >= 32 * Mi, f"the hog's swap share {share} is too small to swap meaningfully on {node.describe()}"
+    return share
+
+
 def hog_allocation(node: SwapNode) -> int:
     """Under LimitedSwap the hog goes past its limit by half its swap share: it is swapping
     when pressure begins. Under NoSwap it stays below its limit (no swap to go to)."""
     if node.behavior != "LimitedSwap":
         return HOG_LIMIT - 24 * Mi
-    pod = stress_pod("hog", "x", "ns", "t", [], {"memory": HOG_REQUEST}, {"memory": HOG_LIMIT})
-    share = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
-    assert share >= 32 * Mi, f"the hog's swap share {share} is too small to swap meaningfully on {node.describe()}"
-    return HOG_LIMIT + share // 2 // Mi * Mi
+    return HOG_LIMIT + hog_share(node) // 2 // Mi * Mi
+
+
+def peer_allocation(node: SwapNode) -> int:
+    """The peer's usage above its request lies halfway between the most the swapping hog's
+    working set can be above its request (its limit holds it) and the least its working set
+    plus swap is (what it allocated): a quarter of the hog's share from either. So a ranking
+    by working sets puts the peer first, one that counted swap the hog: the order the kubelet
+    evicts the two in says which it ranks by. Sized the same under NoSwap, where the hog does
+    not swap and the peer comes first either way."""
+    return PEER_REQUEST + (HOG_LIMIT - HOG_REQUEST) + hog_share(node) // 4 // Mi * Mi
 
 
 def allocation(d: Designed, node: SwapNode) -> int:
-    return hog_allocation(node) if d.name == "hog" else d.allocate
+    sized = {"hog": hog_allocation, "peer": peer_allocation}.get(d.name)
+    return sized(node) if sized else d.allocate
 
 
 def deploy_designed(ws: Workspace, classes: dict[str, str]) -> list[str]:
@@ -254,7 +275,9 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     over.
 
     Before the threshold is set, /stats/summary's node memory (the signal) is checked against the
-    node's own files. Under LimitedSwap the node swaps before the first eviction and the hog swaps;
+    node's own files. Under LimitedSwap the node swaps before the first eviction and the hog swaps,
+    and the peer of its priority, further above its request on working set, goes first: swap
+    counts nowhere in the ranking (where the measured figures cannot tell, could not test);
     under NoSwap no pod's memory.swap.current leaves 0. The order is judged only where the
     restarted kubelet had every pod's stats a monitoring interval before its first eviction (else
     it could not be tested); a critical pod evicted fails either way."""
@@ -293,6 +316,10 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     others = {key: oracle.pod_memory_request(p) for key, p in settled.pods.items() if key not in designed}
     elsewhere = f"also on the node (memory requests): {others}; other tests' pods waited out first: {leftovers}"
     critical = f"{ws.namespace}/critical"
+    peer = f"{ws.namespace}/peer"
+    # Whether the order of the peer and the hog can show that swap is left out of the ranking:
+    # only where counting the hog's swap would put it first (LimitedSwap, the hog swapping).
+    swap_told = swap_reorders(list(settled.pods.values()), settled.working_set, settled.swap, peer, hog)
     claim(ws.record, "critical pods ranked before the last expected eviction", "includes critical",
           plan.passed_over, plan.describe(settled.working_set), ok=critical in plan.passed_over,
           explain="the design does not make the kubelet's ranking reach the critical pod")
@@ -375,6 +402,12 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
               "summary node.swap.swapUsageBytes", ok=bool(first and first.node_swap), explain=context)
         hog_series = series[("hog", "stress")]
         assert any(s for s in hog_series.swap if s), "the hog never swapped: " + context
+        if not swap_told:
+            # Every other check held; the one this design adds could not be made on this node.
+            could_not_test(request.config, f"at settle the hog's swap did not outweigh the peer's lead: working set"
+                           f" + swap would rank them as working sets do, so the order the kubelet evicted them in says"
+                           f" nothing about swap in its ranking (working sets {settled.working_set}, swap"
+                           f" {settled.swap})", swap_node.behavior)
     else:
         swapped = {pod: max((s for s in sampled.swap if s is not None), default=None)
                    for (pod, _), sampled in series.items()}

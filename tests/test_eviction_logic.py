@@ -22,6 +22,7 @@ from e2e.eviction import (
     plan_pressure,
     judged_enough,
     sample_windows,
+    swap_reorders,
 )
 
 Mi = 1 << 20
@@ -74,6 +75,16 @@ def test_the_plan_evicts_up_to_the_hog_passes_over_critical_pods_and_takes_the_w
     # mirror pod (above its request, priority 0), then priority order
     assert plan.passed_over == ["kube-system/etcd-node", "ns/critical", "kube-system/kube-proxy-x", "ns/cgroup-sampler"]
     assert plan.next == "ns/within" and "ns/guaranteed" not in plan.expected  # ranked after: -29 MiB vs -9 MiB
+
+
+def test_swap_reorders_two_pods_only_where_counting_it_would_put_the_second_first() -> None:
+    peer = pod("peer", 32 * Mi, priority=10)
+    pods = [*PODS, peer]
+    usage = {**USAGE, "ns/peer": 181 * Mi}  # 149 MiB above its request; the hog 127 MiB
+    assert swap_reorders(pods, usage, {"ns/hog": 36 * Mi}, "ns/peer", "ns/hog")  # the hog's total: 163 MiB
+    assert not swap_reorders(pods, usage, {"ns/hog": 20 * Mi}, "ns/peer", "ns/hog")  # 147 MiB: the peer first still
+    assert not swap_reorders(pods, usage, {"ns/hog": 22 * Mi}, "ns/peer", "ns/hog")  # 149 MiB: a tie tells nothing
+    assert not swap_reorders(pods, {**usage, "ns/peer": 150 * Mi}, {"ns/hog": 36 * Mi}, "ns/peer", "ns/hog")
 
 
 def test_expected_evictions_stop_as_soon_as_the_signal_reaches_the_threshold() -> None:

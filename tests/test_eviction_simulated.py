@@ -114,7 +114,9 @@ class World:
         def key(k: str) -> tuple:
             if not self.has_stats(k):  # "prioritize evicting the pod for which no stats were found"
                 return (False, -(1 << 40), STATLESS.index(k))
-            return (not self.ws[k] > request(k), self.pods[k]["spec"].get("priority", 0), request(k) - self.ws[k])
+            # ranks-with-swap: the size compared is working set + swap (bench mutant 60)
+            size = self.ws[k] + (self.swap[k] if self.mutant == "ranks-with-swap" else 0)
+            return (not self.ws[k] > request(k), self.pods[k]["spec"].get("priority", 0), request(k) - size)
 
         return sorted(self.active(), key=key)
 
@@ -358,15 +360,17 @@ def evicted(world: World) -> list[str]:
 @pytest.mark.parametrize("host", ["vm", "kind"])
 def test_a_correct_kubelet_passes(behavior: str, host: str, monkeypatch: pytest.MonkeyPatch) -> None:
     world = run(behavior, host, None, monkeypatch)
-    assert sorted(evicted(world)) == sorted(f"ns/{n}" for n in ("low-big", "low-small", "above", "hog", "within"))
+    assert sorted(evicted(world)) == sorted(f"ns/{n}" for n in ("low-big", "low-small", "above", "peer", "hog", "within"))
     assert not any(pod.endswith("/room") for pod in world.pods)  # a soft threshold leaves allocatable alone
 
 
 @pytest.mark.parametrize(("mutant", "says"), [
     # the first critical pod the ranking reaches here is the etcd mirror pod (above its request, priority 0)
     ("evicts-critical", "critical pods evicted: expected [], observed ['kube-system/etcd-node']"),
-    ("gives-up-at-critical", "eviction order (this test's pods): expected ['low-big', 'low-small', 'above', 'hog',"
-                             " 'within'], observed ['low-big', 'low-small']"),
+    ("gives-up-at-critical", "eviction order (this test's pods): expected ['low-big', 'low-small', 'above', 'peer',"
+                             " 'hog', 'within'], observed ['low-big', 'low-small']"),
+    ("ranks-with-swap", "eviction order (this test's pods): expected ['low-big', 'low-small', 'above', 'peer', 'hog',"
+                        " 'within'], observed ['low-big', 'low-small', 'above', 'hog', 'peer', 'within']"),
     ("does-not-stop", "evictions beyond the oracle's, until pressure was over: expected [], observed"
                       " ['kube-system/metrics-server-x at t="),
     ("inflated-available", "availableBytes"),
@@ -377,6 +381,21 @@ def test_a_broken_kubelet_fails(mutant: str, says: str, monkeypatch: pytest.Monk
     with pytest.raises(AssertionError) as failure:
         run("LimitedSwap", "vm", mutant, monkeypatch)
     assert says in str(failure.value), str(failure.value)[:3000]
+
+
+def test_a_kubelet_that_counts_swap_in_its_ranking_passes_where_no_pod_swaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under NoSwap the hog does not swap: the two rankings agree, and the test cannot tell them
+    apart there (it asks it under LimitedSwap)."""
+    world = run("NoSwap", "vm", "ranks-with-swap", monkeypatch)
+    assert "ns/peer" in evicted(world)
+
+
+def test_a_peer_the_hogs_swap_cannot_overtake_could_not_test_and_fails_a_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer sized past the hog's working set plus swap ranks first either way: the order
+    cannot show that swap is left out, which a gate run calls a failure, never a pass."""
+    monkeypatch.setattr(test_eviction, "peer_allocation", lambda node: 220 * Mi)
+    with pytest.raises(pytest.fail.Exception, match=r"\[gate\] at settle the hog's swap did not outweigh the peer's lead"):
+        run("LimitedSwap", "vm", None, monkeypatch, gate=True)
 
 
 def test_without_the_grace_period_a_correct_kubelet_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -406,9 +425,9 @@ def test_critical_pods_evicted_fail_even_when_the_order_could_not_be_judged(monk
 
 def test_the_watch_ends_at_the_first_eviction_the_plan_does_not_have(monkeypatch: pytest.MonkeyPatch) -> None:
     started = time.monotonic()  # the simulated clock starts here
-    with pytest.raises(AssertionError, match=r"observed \['low-big', 'low-small', 'above', 'hog', 'within', 'guaranteed'\]"):
+    with pytest.raises(AssertionError, match=r"observed \['low-big', 'low-small', 'above', 'peer', 'hog', 'within', 'guaranteed'\]"):
         run("LimitedSwap", "vm", "never-resolves", monkeypatch)
-    # settle, threshold, grace, five evictions, the extra one: minutes, not the 15-minute watch
+    # settle, threshold, grace, six evictions, the extra one: minutes, not the 15-minute watch
     assert time.monotonic() - started < waits.bound(test_eviction.WATCH_SECONDS) / 2
 
 
