@@ -267,20 +267,21 @@ def file_behavior(config: Mapping[str, Any]) -> str:
 # kubelet that answers came up with the changed file, which is the finding; restored is the
 # file's own value read back.
 
+def _fail_swap_on_restored(live: Mapping[str, Any], before: Mapping[str, Any]) -> bool:
+    return live.get("failSwapOn", True) == before.get("failSwapOn", True)
+
+
 def fail_swap_on_unset() -> KubeletChange:
     """failSwapOn left out of the file (every provider writes false): the kubelet's default, true."""
     return KubeletChange("failSwapOn left out of the config file", lambda cfg: cfg.pop("failSwapOn", None),
-                         lambda live: True,
-                         lambda live, before: live.get("failSwapOn", True) == before.get("failSwapOn", True))
+                         lambda live: True, _fail_swap_on_restored)
 
 
 def fail_swap_on_flag() -> KubeletChange:
     """The config file as the node has it (failSwapOn: false), and `--fail-swap-on=true` on the
     kubelet's command line: the flag must win over the file."""
     return KubeletChange("--fail-swap-on=true on the command line, failSwapOn: false in the file",
-                         lambda cfg: None, lambda live: True,
-                         lambda live, before: live.get("failSwapOn", True) == before.get("failSwapOn", True),
-                         flags=("--fail-swap-on=true",))
+                         lambda cfg: None, lambda live: True, _fail_swap_on_restored, flags=("--fail-swap-on=true",))
 
 
 def swap_behavior_set(value: str) -> KubeletChange:
