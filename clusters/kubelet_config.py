@@ -246,6 +246,24 @@ def eviction_thresholds(soft: Mapping[str, str], grace: str) -> KubeletChange:
                     f"evictionSoft {dict(soft)} grace {grace}")
 
 
+def hard_memory_threshold(system_reserved: int, available: int) -> KubeletChange:
+    """Memory reserved for the system and a hard memory.available threshold, the file's only
+    hard threshold. A hard memory.available threshold also becomes one on the pods' own signal,
+    allocatable minus their working set (eviction/helpers.go addAllocatableThresholds), which
+    the reservation brings close to the pods' usage."""
+    values = {"systemReserved": {"memory": str(system_reserved)}, "evictionHard": {"memory.available": str(available)},
+              "evictionPressureTransitionPeriod": TRANSITION_PERIOD}
+
+    def live(cfg: Mapping[str, Any]) -> bool:
+        # the threshold as written: a kubelet that merges its default thresholds shows more keys
+        return ((cfg.get("systemReserved") or {}).get("memory") == str(system_reserved)
+                and (cfg.get("evictionHard") or {}).get("memory.available") == str(available)
+                and cfg.get("evictionPressureTransitionPeriod") == TRANSITION_PERIOD)
+
+    return KubeletChange(f"systemReserved memory {system_reserved}, evictionHard memory.available {available}",
+                         lambda cfg: cfg.update(values), live, lambda live_, before: restored(live_, before, values))
+
+
 def swap_behavior_unset() -> KubeletChange:
     """memorySwap.swapBehavior removed from the file (failSwapOn stays false): the kubelet then
     runs its own default, which the test reads from /configz and from a new container. So

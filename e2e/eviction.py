@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters import waits
 from e2e import oracle
+from e2e.metrics import summary_system_container
 from e2e.observe import NodeObserver
 
 if TYPE_CHECKING:
@@ -39,6 +40,15 @@ class Moment:
     pressure: bool
     taint: bool
     node_memory: dict[str, Any] = field(default_factory=dict)  # the summary's node.memory, its sample time included
+    # the summary's "pods" system container's memory: the kubepods cgroup, allocatable's signal
+    pods_memory: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pods_available(self) -> int | None:
+        """allocatableMemory.available as the eviction manager reads it: the pods container's
+        availableBytes (eviction/helpers.go makeSignalObservations)."""
+        value = self.pods_memory.get("availableBytes")
+        return None if value is None else int(value)
 
     def unranked(self) -> list[str]:
         """Active pods /stats/summary gave no working set for: the eviction manager ranks such a
@@ -119,7 +129,8 @@ class EvictionWatch:
         node_stats = summary.get("node") or {}
         moment = Moment(t, active, working_set, swap, (node_stats.get("memory") or {}).get("availableBytes"),
                         (node_stats.get("swap") or {}).get("swapUsageBytes"), conditions.get("MemoryPressure") == "True",
-                        MEMORY_PRESSURE_TAINT in taints, dict(node_stats.get("memory") or {}))
+                        MEMORY_PRESSURE_TAINT in taints, dict(node_stats.get("memory") or {}),
+                        dict((summary_system_container(summary, "pods") or {}).get("memory") or {}))
         self.moments.append(moment)
         return moment
 

@@ -413,3 +413,108 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
                    for (pod, _), sampled in series.items()}
         claim(ws.record, "memory.swap.current of every pod, every sample", "0 for all", swapped,
               "NoSwap: memory.swap.max 0", ok=all(v == 0 for v in swapped.values()), explain=context)
+
+
+# The pods' own signal under a hard threshold: the reservation brings allocatable close to what
+# the pods use, so one pod filling FILL takes the pods' signal MARGIN below the threshold while
+# the node's, far above it, never gets there.
+HARD_THRESHOLD, FILL, MARGIN = 384 * Mi, 384 * Mi, 128 * Mi
+FILLER_REQUEST = 16 * Mi
+
+
+def reservation(node: SwapNode, before: Moment) -> int:
+    """systemReserved memory that leaves the pods cgroup (capacity minus it) room for what the
+    pods hold now, FILL and the threshold less MARGIN: filled, their signal is MARGIN below it."""
+    pods_ws = int(before.pods_memory.get("workingSetBytes") or 0)
+    return node.memory_capacity - (pods_ws + FILL + HARD_THRESHOLD - MARGIN)
+
+
+@pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
+@pytest.mark.runs_alone("reserves most of the node's memory for the system and sets a hard threshold")
+def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: SwapNode, swap_provider: Provider,
+                                                                   workspace: Callable[[SwapNode], Workspace],
+                                                                   request: pytest.FixtureRequest) -> None:
+    """Under a hard memory.available threshold, pods whose own signal (allocatable minus their
+    working set, free swap not counted) falls below it are evicted while the node's stays above.
+
+    A hard memory.available threshold is also one on allocatableMemory.available, the pods
+    cgroup's availableBytes in /stats/summary (eviction/helpers.go addAllocatableThresholds,
+    makeSignalObservations). The test reserves memory for the system (systemReserved) so that
+    the pods cgroup's limit sits just above what the pods hold, restarts the kubelet with the
+    threshold, then one pod fills: the pods' signal drops MARGIN below the threshold, the
+    node's stays above it. The kubelet must set MemoryPressure and evict exactly the oracle's
+    pods for that signal (the filler), which ends it; a kubelet that counted the node's free
+    swap as available, or watched only the node's signal, evicts nothing."""
+    from clusters.kubelet_config import hard_memory_threshold
+
+    if not swap_provider.reconfigures_kubelets:
+        could_not_test(request.config, f"the {swap_provider.name} provider cannot set a kubelet's eviction thresholds"
+                       " for one test", swap_node.behavior)
+    ws = workspace(swap_node)
+    leftovers = wait_for_other_tests_pods_to_go(ws)
+    watch = EvictionWatch(ws.observer)
+    before = watch.poll()
+    reserved = reservation(swap_node, before)
+    # The restarted kubelet admits its pods again against the new allocatable (capacity minus the
+    # reservation and the hard threshold): their requests, and the filler's, must fit in it.
+    requested = sum(oracle.pod_memory_request(p) for p in before.pods.values()) + FILLER_REQUEST
+    allocatable = swap_node.memory_capacity - reserved - HARD_THRESHOLD
+    if reserved <= 0 or requested > allocatable or (before.node_available or 0) - FILL < HARD_THRESHOLD + MARGIN:
+        could_not_test(request.config, f"this node cannot hold the pods' signal below {HARD_THRESHOLD} with the node's"
+                       f" {MARGIN} above it: node available {before.node_available}, pods {before.pods_memory},"
+                       f" capacity {swap_node.memory_capacity}, requests {requested} against allocatable {allocatable}",
+                       swap_node.behavior)
+    filler = f"{ws.namespace}/filler"
+    try:
+        with swap_provider.reconfigured_kubelet(swap_node, hard_memory_threshold(reserved, HARD_THRESHOLD)):
+            ws.record.phase("threshold live")
+            watch = EvictionWatch(ws.observer)
+            ws.deploy(stress_pod("filler", ws.image, ws.namespace, ws.test, alloc_command(FILL),
+                                 {"memory": FILLER_REQUEST}, {}))
+            # Until the first eviction (bounded), then until pressure is over: no eviction for
+            # QUIET_SECONDS and no MemoryPressure (bounded too: a kubelet that goes on is seen).
+            deadline = time.monotonic() + waits.bound(FIRST_EVICTION_SECONDS)
+            extended = False
+            while time.monotonic() < deadline and not watch.over(QUIET_SECONDS):
+                watch.poll(stats=not watch.evictions)
+                if watch.evictions and not extended:
+                    deadline, extended = max(deadline, time.monotonic() + 2 * QUIET_SECONDS), True
+                time.sleep(POLL_SECONDS)
+            ws.record.phase("pressure over" if watch.over(QUIET_SECONDS) else "watch ended")
+    except NotCoveredError as error:
+        pytest.fail(str(error))
+    watch.refresh()
+    first = watch.evictions[0].t if watch.evictions else float("inf")
+    filled = [m for m in watch.moments if m.t < first]
+    context = (f"systemReserved {reserved}, evictionHard memory.available {HARD_THRESHOLD}; before: node available"
+               f" {before.node_available}, pods {before.pods_memory}; other tests' pods waited out first: {leftovers}\n"
+               + "\n".join(f"t={m.t:.0f}s node available {m.node_available}, pods available {m.pods_available},"
+                           f" pods working set {m.pods_memory.get('workingSetBytes')}, filler working set"
+                           f" {m.working_set.get(filler)}, MemoryPressure {m.pressure}" for m in watch.moments[-15:])
+               + f"\nevictions: {[(e.key, round(e.t)) for e in watch.evictions]}")
+    # What the design rests on, as the node reported it before the first eviction: the filler
+    # holding, the pods' signal below the threshold, the node's never. Else the node did not let
+    # the design happen: could not test, which says nothing of the kubelet.
+    below = [m for m in filled if m.pods_available is not None and m.pods_available < HARD_THRESHOLD
+             and (m.working_set.get(filler) or 0) >= FILL]
+    node_low = [m.t for m in filled if m.node_available is not None and m.node_available < HARD_THRESHOLD]
+    if node_low:
+        could_not_test(request.config, f"the node's own signal fell below the threshold too (t={node_low[0]:.0f}s):"
+                       " which signal the kubelet acted on cannot be told. " + context, swap_node.behavior)
+    pressure, _ = watch.pressure_seen()
+    if not below:
+        # A kubelet that never acts is told by its silence only once the pods' signal is seen low.
+        could_not_test(request.config, "the pods' signal was never seen below the threshold with the filler holding"
+                       f" (MemoryPressure {pressure}): " + context, swap_node.behavior)
+    last = below[-1]
+    ranked = [p for k, p in last.pods.items() if k in last.working_set]
+    expected = oracle.expected_evictions(ranked, last.working_set, last.pods_available, HARD_THRESHOLD)
+    claim(ws.record, "MemoryPressure on the pods' signal alone", True, pressure,
+          f"pods available {last.pods_available} < {HARD_THRESHOLD} <= node available {last.node_available}",
+          explain=context)
+    claim(ws.record, "evictions for the pods' signal", [k.split("/")[1] for k in expected],
+          [k.split("/")[1] for k in watch.evicted()], f"rankMemoryPressure; working sets {last.working_set}",
+          explain=context)
+    claim(ws.record, "what evicted pods say", [], watch.problems_with_evicted_pods(),
+          "DisruptionTarget/TerminationByKubelet naming memory", explain=context)
+    assert filler in expected, f"the oracle would not evict the filler: {expected}\n{context}"

@@ -30,7 +30,7 @@ REASONS = ("out of scope: cgroup v1", "out of scope: Windows", "out of scope: CR
 NOT_OBSERVABLE_WHY = 30  # characters, at least: the reason is the claim that nothing could see it
 PROPOSAL_REF = re.compile(r"\bG(\d+)\b")
 PROPOSAL_HEADING = re.compile(r"^### G(\d+):", re.MULTILINE)
-COUNTS = re.compile(r"\*\*(\d+) rows: (\d+) covered, (\d+) out of scope, (\d+) not observable, (\d+) gaps\.\*\*")
+COUNTS = re.compile(r"\*\*(\d+) rows: (\d+) covered, (\d+) out of scope, (\d+) not observable, (\d+) gaps?\.\*\*")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class World:
         self.swap: dict[str, int] = {}
         self.threshold: int | None = None
         self.grace = 0.0
+        self.hard = False  # a hard memory.available threshold: allocatable's signal is watched too
+        self.reserved = 0  # systemReserved memory: the pods cgroup's limit is capacity minus it
         self.restarted_at = 0.0
         self.first_observed: float | None = None  # thresholdsFirstObservedAt
         self.last_sync = 0.0
@@ -91,6 +93,23 @@ class World:
 
     def available(self) -> int:
         return self.capacity - self.reported_ws() + (64 * Mi if self.mutant == "inflated-available" else 0)
+
+    def pods_ws(self) -> int:
+        return sum(self.ws[k] for k in self.active())
+
+    def pods_available(self) -> int:
+        """The pods cgroup's availableBytes: its limit minus the pods' working set."""
+        return self.capacity - self.reserved - self.pods_ws()
+
+    def signals(self) -> list[int]:
+        """What the eviction manager compares with the threshold: memory.available, and for a hard
+        one allocatableMemory.available too (addAllocatableThresholds), unless the mutant drops it
+        or counts the node's free swap in it."""
+        signals = [self.available()]
+        if self.hard and self.mutant != "no-allocatable-threshold":
+            free_swap = self.swap_capacity - sum(self.swap[k] for k in self.active())
+            signals.append(self.pods_available() + (free_swap if self.mutant == "allocatable-counts-free-swap" else 0))
+        return signals
 
     def reported_ws(self) -> int:
         """The node working set the kubelet reports and acts on."""
@@ -127,7 +146,7 @@ class World:
 
     def synchronize(self) -> None:
         # never-resolves: a threshold once met stays met (bench mutant 32)
-        if self.available() >= self.threshold and not (self.mutant == "never-resolves" and self.pressure_at):
+        if min(self.signals()) >= self.threshold and not (self.mutant == "never-resolves" and self.pressure_at):
             if self.mutant == "does-not-stop" and self.pressure_at is not None and not self.stopping_done:
                 self.stopping_done = True  # one eviction more than the pressure needs: the last ranked pod
                 self.evict([k for k in self.rank() if not self.critical(k)][-1])
@@ -198,7 +217,9 @@ class World:
             self.sample = {"time": f"t{self.summaries}", "usageBytes": self.usage(), "workingSetBytes": ws,
                            "availableBytes": self.available(), "rssBytes": self.usage() - FILE}
         active = self.active()
-        return {"node": {"memory": dict(self.sample), "swap": {"swapUsageBytes": sum(self.swap[k] for k in active)}},
+        pods = {"name": "pods", "memory": {"availableBytes": self.pods_available(), "workingSetBytes": self.pods_ws()}}
+        return {"node": {"memory": dict(self.sample), "swap": {"swapUsageBytes": sum(self.swap[k] for k in active)},
+                         "systemContainers": [pods]},
                 "pods": [{"podRef": {"namespace": k.split("/")[0], "name": k.split("/")[1]},
                           "memory": {"workingSetBytes": self.ws[k]}, "swap": {"swapUsageBytes": self.swap[k]}}
                          for k in active if self.has_stats(k)]}
@@ -320,6 +341,20 @@ class FakeProvider:
         finally:
             self.world.threshold = None
 
+    @contextmanager
+    def reconfigured_kubelet(self, node: SwapNode, change):
+        config: dict[str, Any] = {}
+        change.apply(config)
+        assert change.live(config), change.what
+        w = self.world
+        w.threshold = int(config["evictionHard"]["memory.available"])
+        w.reserved, w.hard, w.grace = int(config["systemReserved"]["memory"]), True, 0
+        w.last_sync = w.restarted_at = w.clock.now
+        try:
+            yield
+        finally:
+            w.threshold, w.reserved, w.hard = None, 0, False
+
 
 class Options:
     def __init__(self, gate: bool):
@@ -436,3 +471,42 @@ def test_the_order_is_the_kubelets_decisions_not_when_each_pod_was_marked(monkey
     the next pod's mark, passes: the order is its "Evicted" events' (kind run 23)."""
     world = run("NoSwap", "kind", "late-marks", monkeypatch)
     assert [k.split("/")[1] for k in evicted(world) if k.startswith("ns/")]  # the episode happened
+
+
+# --- the pods' own signal under a hard threshold (test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold)
+
+def run_hard(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch, gate: bool = False) -> World:
+    world = World(behavior, host, mutant)
+    monkeypatch.setattr(time, "monotonic", world.clock.monotonic)
+    monkeypatch.setattr(time, "sleep", world.clock.sleep)
+    node = SwapNode(behavior, "fake", "c", "kc", "node-1", "v1.37.1", "6.12.0", world.capacity, world.capacity,
+                    world.swap_capacity, True)
+    observer = FakeObserver(world)
+    observer.node = node
+    ws = Workspace(node, observer, "ns", "img", "t", Recorder([]))  # type: ignore[arg-type]
+    test_eviction.test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(
+        node, FakeProvider(world), lambda _: ws, Request(gate))  # type: ignore[arg-type]
+    return world
+
+
+@pytest.mark.parametrize("behavior", ["NoSwap", "LimitedSwap"])
+@pytest.mark.parametrize("host", ["vm", "kind"])
+def test_the_pods_signal_alone_evicts_the_filler_on_a_correct_kubelet(behavior: str, host: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    world = run_hard(behavior, host, None, monkeypatch)
+    assert evicted(world) == ["ns/filler"]
+    assert world.available() > test_eviction.HARD_THRESHOLD  # the node's signal never fell below it
+
+
+@pytest.mark.parametrize("mutant", ["no-allocatable-threshold", "allocatable-counts-free-swap"])
+def test_a_kubelet_blind_to_the_pods_signal_fails(mutant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(AssertionError, match="MemoryPressure on the pods' signal alone: expected True, observed False"):
+        run_hard("LimitedSwap", "vm", mutant, monkeypatch)
+
+
+def test_a_node_whose_own_signal_falls_too_could_not_test_and_fails_a_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's signal below the threshold as well: which one the kubelet acted on cannot be
+    told, so a correct kubelet is neither passed nor failed on it."""
+    monkeypatch.setattr(World, "available", lambda self: self.capacity - self.reported_ws() - 2700 * Mi)
+    with pytest.raises(pytest.fail.Exception, match=r"\[gate\] (this node cannot hold|the node's own signal fell)"):
+        run_hard("NoSwap", "vm", None, monkeypatch, gate=True)

@@ -234,9 +234,9 @@ def test_kept_results_are_the_releases_own(tmp_path: Path, bench_dir) -> None:
                                         release=release)
 
     shared = bench.SharedVm(tmp_path / "state", "v1.37.1")
-    assert bench._run_mutant(args("v1.37.1"), 1, m, 1, "s", tmp_path / "keep", shared).build == build
+    assert bench._run_mutant(args("v1.37.1"), 1, m, 1, "s", tmp_path / "keep", tmp_path / "runs", shared).build == build
     assert runs == []
-    o = bench._run_mutant(args("v1.34.12"), 1, m, 1, "s", tmp_path / "keep", shared)
+    o = bench._run_mutant(args("v1.34.12"), 1, m, 1, "s", tmp_path / "keep", tmp_path / "runs", shared)
     assert [r["release"] for r in runs] == ["v1.34.12"] and o.verdict == model.CAUGHT
     assert (tmp_path / "keep" / f"{m.name}-{m.content_hash}-v1.34.12-vm.json").is_file()
 
