@@ -249,8 +249,9 @@ def eviction_thresholds(soft: Mapping[str, str], grace: str) -> KubeletChange:
 def hard_memory_threshold(system_reserved: int, available: int) -> KubeletChange:
     """Memory reserved for the system and a hard memory.available threshold, the file's only
     hard threshold. A hard memory.available threshold also becomes one on the pods' own signal,
-    allocatable minus their working set (eviction/helpers.go addAllocatableThresholds), which
-    the reservation brings close to the pods' usage."""
+    their cgroup's limit (capacity minus the reservations) minus their working set
+    (eviction/helpers.go addAllocatableThresholds), which the reservation brings close to the
+    pods' usage."""
     values = {"systemReserved": {"memory": str(system_reserved)}, "evictionHard": {"memory.available": str(available)},
               "evictionPressureTransitionPeriod": TRANSITION_PERIOD}
 

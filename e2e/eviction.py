@@ -295,6 +295,8 @@ def swap_reorders(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], s
     def tier(ranking: list[list[str]], key: str) -> int:
         return next(i for i, keys in enumerate(ranking) if key in keys)
 
+    if first not in usage or second not in usage:
+        return False  # a pod the ranking does not see cannot be judged
     by_working_set, by_total = oracle.eviction_ranking(pods, usage), oracle.eviction_ranking(pods, with_swap)
     return (tier(by_working_set, first) < tier(by_working_set, second)
             and tier(by_total, second) < tier(by_total, first))

@@ -18,6 +18,7 @@ without stats first (seen on kind: the first ranking came before two of the pods
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -120,9 +121,7 @@ def priority_classes(swap_node: SwapNode, swap_provider: Provider) -> Iterator[d
 def hog_share(node: SwapNode) -> int:
     """The hog's memory.swap.max were the node running LimitedSwap."""
     pod = stress_pod("hog", "x", "ns", "t", [], {"memory": HOG_REQUEST}, {"memory": HOG_LIMIT})
-    share = oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
-    assert share >= 32 * Mi, f"the hog's swap share {share} is too small to swap meaningfully on {node.describe()}"
-    return share
+    return oracle.expected_swap_max("LimitedSwap", pod, "stress", node.memory_capacity, node.swap_capacity)
 
 
 def hog_allocation(node: SwapNode) -> int:
@@ -130,7 +129,9 @@ def hog_allocation(node: SwapNode) -> int:
     when pressure begins. Under NoSwap it stays below its limit (no swap to go to)."""
     if node.behavior != "LimitedSwap":
         return HOG_LIMIT - 24 * Mi
-    return HOG_LIMIT + hog_share(node) // 2 // Mi * Mi
+    share = hog_share(node)
+    assert share >= 32 * Mi, f"the hog's swap share {share} is too small to swap meaningfully on {node.describe()}"
+    return HOG_LIMIT + share // 2 // Mi * Mi
 
 
 def peer_allocation(node: SwapNode) -> int:
@@ -415,36 +416,53 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
               "NoSwap: memory.swap.max 0", ok=all(v == 0 for v in swapped.values()), explain=context)
 
 
-# The pods' own signal under a hard threshold: the reservation brings allocatable close to what
-# the pods use, so one pod filling FILL takes the pods' signal MARGIN below the threshold while
-# the node's, far above it, never gets there.
+# The pods' own signal under a hard threshold: the reservation brings the pods cgroup's limit
+# close to what the pods use, so one pod filling FILL takes the pods' signal MARGIN below the
+# threshold while the node's, far above it, never gets there.
 HARD_THRESHOLD, FILL, MARGIN = 384 * Mi, 384 * Mi, 128 * Mi
-FILLER_REQUEST = 16 * Mi
+# What the kubelet evicts from is: the test's own evidence comes from its eviction message
+# (eviction/helpers.go evictionMessage: the met threshold's signal as the kubelet observed it).
+THRESHOLD_MET = re.compile(r"Threshold quantity: (\S+), available: (\S+?)\.")
 
 
-def reservation(node: SwapNode, before: Moment) -> int:
-    """systemReserved memory that leaves the pods cgroup (capacity minus it) room for what the
-    pods hold now, FILL and the threshold less MARGIN: filled, their signal is MARGIN below it."""
-    pods_ws = int(before.pods_memory.get("workingSetBytes") or 0)
-    return node.memory_capacity - (pods_ws + FILL + HARD_THRESHOLD - MARGIN)
+def reservation(node: SwapNode, pods_working_set: int) -> int:
+    """systemReserved memory that leaves the pods cgroup (its limit: capacity minus it) room for
+    what the pods hold now, FILL and the threshold less MARGIN: filled, their signal is MARGIN
+    below the threshold."""
+    return node.memory_capacity - (pods_working_set + FILL + HARD_THRESHOLD - MARGIN)
+
+
+def signal_met(eviction_message: str) -> int | None:
+    """The available memory the kubelet saw when it evicted, from its message; None without one."""
+    from kubernetes.utils import parse_quantity
+
+    found = THRESHOLD_MET.search(eviction_message)
+    try:
+        return int(parse_quantity(found.group(2))) if found else None
+    except ValueError:  # not a quantity: the message does not say
+        return None
 
 
 @pytest.mark.needs_behavior("NoSwap", "LimitedSwap")
 @pytest.mark.runs_alone("reserves most of the node's memory for the system and sets a hard threshold")
 def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: SwapNode, swap_provider: Provider,
                                                                    workspace: Callable[[SwapNode], Workspace],
+                                                                   priority_classes: dict[str, str],
                                                                    request: pytest.FixtureRequest) -> None:
-    """Under a hard memory.available threshold, pods whose own signal (allocatable minus their
-    working set, free swap not counted) falls below it are evicted while the node's stays above.
+    """Under a hard memory.available threshold, pods whose own signal (their cgroup's limit minus
+    their working set, free swap not counted) falls below it are evicted while the node's stays above.
 
     A hard memory.available threshold is also one on allocatableMemory.available, the pods
-    cgroup's availableBytes in /stats/summary (eviction/helpers.go addAllocatableThresholds,
-    makeSignalObservations). The test reserves memory for the system (systemReserved) so that
-    the pods cgroup's limit sits just above what the pods hold, restarts the kubelet with the
-    threshold, then one pod fills: the pods' signal drops MARGIN below the threshold, the
+    cgroup's availableBytes in /stats/summary: its limit (capacity minus the reservations) minus
+    the pods' working set (eviction/helpers.go addAllocatableThresholds, makeSignalObservations).
+    The test reserves memory for the system (systemReserved) so that the pods cgroup's limit sits
+    just above what the pods hold, restarts the kubelet with the threshold, then one BestEffort
+    pod of the lowest priority fills: the pods' signal drops MARGIN below the threshold, the
     node's stays above it. The kubelet must set MemoryPressure and evict exactly the oracle's
-    pods for that signal (the filler), which ends it; a kubelet that counted the node's free
-    swap as available, or watched only the node's signal, evicts nothing."""
+    pods for that signal (the filler, first whatever the age of its stats), which ends it. A
+    kubelet that counted the node's free swap (at least twice MARGIN here) as available, or
+    watched only the node's signal, evicts nothing. The kubelet's eviction message says what it
+    saw; a node where its own signal falls too could not test."""
     from clusters.kubelet_config import hard_memory_threshold
 
     if not swap_provider.reconfigures_kubelets:
@@ -452,25 +470,31 @@ def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: Swa
                        " for one test", swap_node.behavior)
     ws = workspace(swap_node)
     leftovers = wait_for_other_tests_pods_to_go(ws)
-    watch = EvictionWatch(ws.observer)
-    before = watch.poll()
-    reserved = reservation(swap_node, before)
+    before = EvictionWatch(ws.observer).poll()
+    pods_ws = before.pods_memory.get("workingSetBytes")
+    if pods_ws is None:
+        could_not_test(request.config, "/stats/summary has no working set for the pods cgroup: the reservation cannot"
+                       f" be sized from it (pods container {before.pods_memory})", swap_node.behavior)
+    reserved = reservation(swap_node, int(pods_ws))
     # The restarted kubelet admits its pods again against the new allocatable (capacity minus the
-    # reservation and the hard threshold): their requests, and the filler's, must fit in it.
-    requested = sum(oracle.pod_memory_request(p) for p in before.pods.values()) + FILLER_REQUEST
+    # reservation and the hard threshold): their requests must fit in it (the filler has none).
+    requested = sum(oracle.pod_memory_request(p) for p in before.pods.values())
     allocatable = swap_node.memory_capacity - reserved - HARD_THRESHOLD
-    if reserved <= 0 or requested > allocatable or (before.node_available or 0) - FILL < HARD_THRESHOLD + MARGIN:
+    free_swap = swap_node.swap_capacity - (before.node_swap or 0)
+    if reserved <= 0 or requested > allocatable or (before.node_available or 0) - FILL < HARD_THRESHOLD + MARGIN \
+            or free_swap < 2 * MARGIN:
         could_not_test(request.config, f"this node cannot hold the pods' signal below {HARD_THRESHOLD} with the node's"
-                       f" {MARGIN} above it: node available {before.node_available}, pods {before.pods_memory},"
-                       f" capacity {swap_node.memory_capacity}, requests {requested} against allocatable {allocatable}",
-                       swap_node.behavior)
+                       f" {MARGIN} above it and {2 * MARGIN} of free swap: node available {before.node_available}, pods"
+                       f" {before.pods_memory}, capacity {swap_node.memory_capacity}, requests {requested} against"
+                       f" allocatable {allocatable}, free swap {free_swap}", swap_node.behavior)
     filler = f"{ws.namespace}/filler"
+    watch = EvictionWatch(ws.observer)
     try:
         with swap_provider.reconfigured_kubelet(swap_node, hard_memory_threshold(reserved, HARD_THRESHOLD)):
             ws.record.phase("threshold live")
             watch = EvictionWatch(ws.observer)
-            ws.deploy(stress_pod("filler", ws.image, ws.namespace, ws.test, alloc_command(FILL),
-                                 {"memory": FILLER_REQUEST}, {}))
+            ws.deploy(stress_pod("filler", ws.image, ws.namespace, ws.test, alloc_command(FILL), {}, {},
+                                 priority_class=priority_classes.get("low")))
             # Until the first eviction (bounded), then until pressure is over: no eviction for
             # QUIET_SECONDS and no MemoryPressure (bounded too: a kubelet that goes on is seen).
             deadline = time.monotonic() + waits.bound(FIRST_EVICTION_SECONDS)
@@ -485,35 +509,42 @@ def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: Swa
         pytest.fail(str(error))
     watch.refresh()
     first = watch.evictions[0].t if watch.evictions else float("inf")
-    filled = [m for m in watch.moments if m.t < first]
+    looks = [m for m in watch.moments if m.t < first and m.pods_memory]
+    seen_by_kubelet = signal_met(watch.evictions[0].message) if watch.evictions else None
     context = (f"systemReserved {reserved}, evictionHard memory.available {HARD_THRESHOLD}; before: node available"
-               f" {before.node_available}, pods {before.pods_memory}; other tests' pods waited out first: {leftovers}\n"
+               f" {before.node_available}, pods {before.pods_memory}, free swap {free_swap}; other tests' pods waited"
+               f" out first: {leftovers}\n"
                + "\n".join(f"t={m.t:.0f}s node available {m.node_available}, pods available {m.pods_available},"
                            f" pods working set {m.pods_memory.get('workingSetBytes')}, filler working set"
                            f" {m.working_set.get(filler)}, MemoryPressure {m.pressure}" for m in watch.moments[-15:])
-               + f"\nevictions: {[(e.key, round(e.t)) for e in watch.evictions]}")
-    # What the design rests on, as the node reported it before the first eviction: the filler
-    # holding, the pods' signal below the threshold, the node's never. Else the node did not let
-    # the design happen: could not test, which says nothing of the kubelet.
-    below = [m for m in filled if m.pods_available is not None and m.pods_available < HARD_THRESHOLD
-             and (m.working_set.get(filler) or 0) >= FILL]
-    node_low = [m.t for m in filled if m.node_available is not None and m.node_available < HARD_THRESHOLD]
+               + f"\nevictions: {[(e.key, round(e.t), e.message) for e in watch.evictions]}")
+    # What the design rests on: the pods' signal below the threshold (as a look before the first
+    # eviction saw it, or as the kubelet said it saw it), the node's never. Else the node did not
+    # let the design happen: could not test, which says nothing of the kubelet.
+    node_low = [m.t for m in watch.moments if m.t < first and m.node_available is not None
+                and m.node_available < HARD_THRESHOLD]
     if node_low:
         could_not_test(request.config, f"the node's own signal fell below the threshold too (t={node_low[0]:.0f}s):"
                        " which signal the kubelet acted on cannot be told. " + context, swap_node.behavior)
+    low = [m for m in looks if m.pods_available is not None and m.pods_available < HARD_THRESHOLD]
+    signal = seen_by_kubelet if seen_by_kubelet is not None and seen_by_kubelet < HARD_THRESHOLD else \
+        (low[-1].pods_available if low else None)
     pressure, _ = watch.pressure_seen()
-    if not below:
-        # A kubelet that never acts is told by its silence only once the pods' signal is seen low.
-        could_not_test(request.config, "the pods' signal was never seen below the threshold with the filler holding"
-                       f" (MemoryPressure {pressure}): " + context, swap_node.behavior)
-    last = below[-1]
-    ranked = [p for k, p in last.pods.items() if k in last.working_set]
-    expected = oracle.expected_evictions(ranked, last.working_set, last.pods_available, HARD_THRESHOLD)
+    if signal is None or not looks:
+        could_not_test(request.config, "the pods' signal was never seen below the threshold, by a look or in the"
+                       f" kubelet's eviction message (MemoryPressure {pressure}): " + context, swap_node.behavior)
+    last = looks[-1]
+    # The filler ranks first whatever its stats say once it has any (above its request of 0, the
+    # lowest priority) or none (a pod without stats first): its designed holding stands in.
+    usage = {**last.working_set, filler: max(last.working_set.get(filler, 0), FILL)}
+    ranked = [p for k, p in last.pods.items() if k in usage]
+    expected = oracle.expected_evictions(ranked, usage, signal, HARD_THRESHOLD)
     claim(ws.record, "MemoryPressure on the pods' signal alone", True, pressure,
-          f"pods available {last.pods_available} < {HARD_THRESHOLD} <= node available {last.node_available}",
+          f"pods available {signal} < {HARD_THRESHOLD} <= node available (lowest seen"
+          f" {min((m.node_available for m in looks if m.node_available is not None), default=None)})",
           explain=context)
     claim(ws.record, "evictions for the pods' signal", [k.split("/")[1] for k in expected],
-          [k.split("/")[1] for k in watch.evicted()], f"rankMemoryPressure; working sets {last.working_set}",
+          [k.split("/")[1] for k in watch.evicted()], f"rankMemoryPressure; working sets {usage}; signal {signal}",
           explain=context)
     claim(ws.record, "what evicted pods say", [], watch.problems_with_evicted_pods(),
           "DisruptionTarget/TerminationByKubelet naming memory", explain=context)

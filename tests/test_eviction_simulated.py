@@ -63,6 +63,7 @@ class World:
         self.grace = 0.0
         self.hard = False  # a hard memory.available threshold: allocatable's signal is watched too
         self.reserved = 0  # systemReserved memory: the pods cgroup's limit is capacity minus it
+        self.stale_pods_stats = False
         self.restarted_at = 0.0
         self.first_observed: float | None = None  # thresholdsFirstObservedAt
         self.last_sync = 0.0
@@ -173,7 +174,8 @@ class World:
         # was written (kind run 23: a slower pod's mark after the next pod's)
         late = 30 if self.mutant == "late-marks" and key.endswith("/hog") else 0
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(decided + late))
-        message = "The node was low on resource: memory. Threshold quantity: x, available: y."
+        met = min(self.signals())
+        message = f"The node was low on resource: memory. Threshold quantity: {self.threshold}, available: {met // 1024}Ki. "
         pod["status"].update(phase="Failed", reason="Evicted", message=message, conditions=[
             {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": message,
              "lastTransitionTime": at}])
@@ -214,11 +216,16 @@ class World:
         self.summaries += 1
         if self.summaries % 3 == 1:  # cAdvisor's cache: a new sample now and then
             ws = self.reported_ws()
+            pods = self.sample.get("pods")
             self.sample = {"time": f"t{self.summaries}", "usageBytes": self.usage(), "workingSetBytes": ws,
                            "availableBytes": self.available(), "rssBytes": self.usage() - FILE}
+            if pods is not None and self.stale_pods_stats:
+                self.sample["pods"] = pods
         active = self.active()
-        pods = {"name": "pods", "memory": {"availableBytes": self.pods_available(), "workingSetBytes": self.pods_ws()}}
-        return {"node": {"memory": dict(self.sample), "swap": {"swapUsageBytes": sum(self.swap[k] for k in active)},
+        if "pods" not in self.sample or not self.stale_pods_stats:  # stale: the summary never shows the fill
+            self.sample["pods"] = {"availableBytes": self.pods_available(), "workingSetBytes": self.pods_ws()}
+        pods = {"name": "pods", "memory": dict(self.sample["pods"])}
+        return {"node": {"memory": {k: v for k, v in self.sample.items() if k != "pods"}, "swap": {"swapUsageBytes": sum(self.swap[k] for k in active)},
                          "systemContainers": [pods]},
                 "pods": [{"podRef": {"namespace": k.split("/")[0], "name": k.split("/")[1]},
                           "memory": {"workingSetBytes": self.ws[k]}, "swap": {"swapUsageBytes": self.swap[k]}}
@@ -475,8 +482,10 @@ def test_the_order_is_the_kubelets_decisions_not_when_each_pod_was_marked(monkey
 
 # --- the pods' own signal under a hard threshold (test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold)
 
-def run_hard(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch, gate: bool = False) -> World:
+def run_hard(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch, gate: bool = False,
+             stale_pods_stats: bool = False) -> World:
     world = World(behavior, host, mutant)
+    world.stale_pods_stats = stale_pods_stats
     monkeypatch.setattr(time, "monotonic", world.clock.monotonic)
     monkeypatch.setattr(time, "sleep", world.clock.sleep)
     node = SwapNode(behavior, "fake", "c", "kc", "node-1", "v1.37.1", "6.12.0", world.capacity, world.capacity,
@@ -485,7 +494,7 @@ def run_hard(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.M
     observer.node = node
     ws = Workspace(node, observer, "ns", "img", "t", Recorder([]))  # type: ignore[arg-type]
     test_eviction.test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(
-        node, FakeProvider(world), lambda _: ws, Request(gate))  # type: ignore[arg-type]
+        node, FakeProvider(world), lambda _: ws, {"low": "ksc-low", "high": "ksc-high"}, Request(gate))  # type: ignore[arg-type]
     return world
 
 
@@ -502,6 +511,14 @@ def test_the_pods_signal_alone_evicts_the_filler_on_a_correct_kubelet(behavior: 
 def test_a_kubelet_blind_to_the_pods_signal_fails(mutant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(AssertionError, match="MemoryPressure on the pods' signal alone: expected True, observed False"):
         run_hard("LimitedSwap", "vm", mutant, monkeypatch)
+
+
+def test_a_kubelet_that_evicts_before_any_look_sees_the_fill_is_judged_on_what_it_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """/stats/summary is cached; the kubelet reads fresh stats and evicts at once under a hard
+    threshold: no look need ever see the pods' signal low. Its eviction message says what it saw."""
+    world = run_hard("LimitedSwap", "vm", None, monkeypatch, gate=True, stale_pods_stats=True)
+    assert evicted(world) == ["ns/filler"]
 
 
 def test_a_node_whose_own_signal_falls_too_could_not_test_and_fails_a_gate(monkeypatch: pytest.MonkeyPatch) -> None:
