@@ -23,7 +23,6 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.vm_bench import host_description, not_started_here, print_rows, started_here  # noqa: E402
-from clusters import cli, inputs, kind_config, shared  # noqa: E402
+from clusters import cli, commands, inputs, kind_config, shared  # noqa: E402
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP  # noqa: E402
 from clusters.kind_provider import KindProvider  # noqa: E402
 from clusters.vm import nodeimage  # noqa: E402
@@ -56,7 +55,7 @@ def run_suite(env: dict[str, str], image: str, workers: int | None) -> tuple[flo
     if workers:
         argv += ["-n", str(workers)]
     t0 = time.monotonic()
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
+    done = commands.run(argv, timeout=None, cwd=REPO, env=env, grace=300)  # interrupted: the run removes its clusters
     lines = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     return time.monotonic() - t0, (lines[-1].strip("= ") if lines else f"exit {done.returncode}")
 

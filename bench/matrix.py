@@ -52,7 +52,7 @@ from pathlib import Path
 from pydantic import ConfigDict
 
 from clusters import behaviors as swap_behaviors
-from clusters import cli, inputs, versions
+from clusters import cli, commands, inputs, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "measurements" / "matrix.md"
@@ -302,6 +302,11 @@ def judge(run: Run, results_dir: Path, exit_code: int | None, why_not: str = "")
 
 # --- running -----------------------------------------------------------------------------------
 
+# What a run of the suite or of clusters.vm is given, on an interrupt, to remove what it started
+# before its process group is killed (clusters/commands.py).
+CHILD_GRACE = 300
+
+
 class Runner:
     """Runs a command in the project root, its output into ``log``: a build's stderr (its
     stdout, what it made, is returned), or the suite's whole output, with each test's verdict said
@@ -311,16 +316,20 @@ class Runner:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as f:
             if not suite:
-                return subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=f, text=True)
-            proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                return commands.run(argv, timeout=None, cwd=ROOT, stdout=subprocess.PIPE, stderr=f, grace=CHILD_GRACE)
+            proc = commands.start(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
-            for line in proc.stdout:
-                f.write(line)
-                f.flush()  # the log is read while the run goes on
-                words = line.split()
-                if len(words) > 1 and "::" in words[0] and words[1] in ("PASSED", "FAILED", "ERROR", "SKIPPED"):
-                    _say(f"{words[0].rsplit('::', 1)[-1]} {words[1]}")
-            return subprocess.CompletedProcess(argv, proc.wait(), "", "")
+            try:
+                for line in proc.stdout:
+                    f.write(line)
+                    f.flush()  # the log is read while the run goes on
+                    words = line.split()
+                    if len(words) > 1 and "::" in words[0] and words[1] in ("PASSED", "FAILED", "ERROR", "SKIPPED"):
+                        _say(f"{words[0].rsplit('::', 1)[-1]} {words[1]}")
+                return subprocess.CompletedProcess(argv, proc.wait(), "", "")
+            except BaseException:  # interrupted: the run removes its VM or clusters, then its group goes
+                commands.kill_group(proc, CHILD_GRACE)
+                raise
 
 
 def _display(argv: Sequence[str]) -> str:

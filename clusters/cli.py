@@ -7,10 +7,13 @@ tools (`python -m clusters.vm`, `python -m clusters.versions`); 0, 1, 2 and 4 ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import enum
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
 from clusters import inputs
@@ -80,6 +83,26 @@ class Parser(argparse.ArgumentParser):
         self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
 
 
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt (even if SIGINT was inherited as ignored, as a
+    background job's is): a command ended by `kill`, or by CI's cancel, takes the Ctrl-C path and
+    removes what it started."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
 def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         known: Sequence[type[BaseException]] = (), command: str = "") -> int:
     """The one error path of a command: its message and exit code, no traceback unless --debug.
@@ -98,7 +121,8 @@ def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,
 
     try:
         inputs.check_environment(command)
-        return main(args)
+        with interrupts_raise():
+            return main(args)
     except KeyboardInterrupt:
         print("interrupted: what this command had started is stopped", file=sys.stderr)
         return Exit.INTERRUPTED

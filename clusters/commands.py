@@ -1,8 +1,12 @@
-"""Running a tool (kind, docker) so that whatever it starts ends with it.
+"""Running a tool (kind, docker) or one of the project's own commands so that whatever it
+starts ends with it.
 
 A command runs in its own process group; on a timeout, Ctrl-C or SIGTERM the whole group is
-killed, not only the process we started: `kind create` runs `docker run`, and a hung `kind
-version` may have children of its own, which would otherwise be orphaned and keep running."""
+ended, not only the process we started: `kind create` runs `docker run`, and a hung `kind
+version` may have children of its own, which would otherwise be orphaned and keep running. A
+tool's group is killed at once. One of the project's own commands (`clusters.vm up`, a pytest
+run of the suite) owns a VM or a cluster and removes it on SIGTERM: it is given `grace` seconds
+to do so before its group is killed (a SIGKILL would leave its VM running)."""
 
 from __future__ import annotations
 
@@ -19,8 +23,16 @@ def start(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
     return subprocess.Popen(list(argv), start_new_session=True, **kwargs)
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL to the command's process group, then reap the command."""
+def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> None:
+    """End the command's process group: SIGTERM first and up to `grace` seconds for the command
+    to exit (what it owns removed), then SIGKILL to whatever is left; reap the command. A second
+    interrupt meanwhile cuts the grace short, never the kill."""
+    if grace > 0 and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=grace)
+        except (ProcessLookupError, subprocess.TimeoutExpired, KeyboardInterrupt):
+            pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -28,17 +40,20 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run(argv: Sequence[str], *, timeout: float, capture_output: bool = True, text: bool = True,
-        input: str | bytes | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
+def run(argv: Sequence[str], *, timeout: float | None, capture_output: bool = True, text: bool = True,
+        input: str | bytes | None = None, grace: float = 0.0, **kwargs: Any) -> subprocess.CompletedProcess:
     """subprocess.run's answer (the same arguments, for what callers here use), with the whole
-    process group killed on a timeout or an interrupt before TimeoutExpired or it propagates."""
+    process group ended (kill_group, `grace`) on a timeout or an interrupt before TimeoutExpired
+    or it propagates."""
     pipe = subprocess.PIPE if capture_output else None
-    proc = start(argv, stdout=pipe, stderr=pipe, stdin=subprocess.PIPE if input is not None else None, text=text,
-                 **kwargs)
+    if "stdout" in kwargs or "stderr" in kwargs:
+        pipe = None
+    proc = start(argv, **({"stdout": pipe, "stderr": pipe} if pipe else {}),
+                 stdin=subprocess.PIPE if input is not None else None, text=text, **kwargs)
     try:
         out, err = proc.communicate(input, timeout=timeout)
     except BaseException:
-        kill_group(proc)
+        kill_group(proc, grace)
         proc.communicate()  # close the pipes (a grandchild that held them is gone too)
         raise
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)

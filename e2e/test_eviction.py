@@ -471,6 +471,13 @@ def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: Swa
     ws = workspace(swap_node)
     leftovers = wait_for_other_tests_pods_to_go(ws)
     before = EvictionWatch(ws.observer).poll()
+    # The reservation squeezes the pods cgroup to the pods' usage: where the API server is one of
+    # them (a single-node cluster: the vm node) it starves (seen: leases timing out, /configz not
+    # answering for minutes under emulation). Not a finding about the kubelet's eviction.
+    apiserver = [k for k in before.pods if k.startswith("kube-system/kube-apiserver")]
+    if apiserver:
+        could_not_test(request.config, f"the API server ({apiserver[0]}) runs in this node's pods cgroup, which the"
+                       " test squeezes to the pods' usage: a node of its own is needed", swap_node.behavior)
     pods_ws = before.pods_memory.get("workingSetBytes")
     if pods_ws is None:
         could_not_test(request.config, "/stats/summary has no working set for the pods cgroup: the reservation cannot"

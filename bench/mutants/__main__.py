@@ -48,7 +48,7 @@ from pathlib import Path
 
 from bench import mutants as model
 from bench.mutants import docs, releases
-from clusters import cli, inputs, pidlock
+from clusters import cli, commands, inputs, pidlock
 from clusters.redact import redact
 from clusters.vm import k8s_source
 
@@ -101,9 +101,14 @@ def kept_outcome(path: Path) -> model.Outcome | None:
         return None
 
 
+# What a run of the project's own commands is given, on an interrupt, to remove what it started
+# (a VM it boots, a pytest run's namespaces and clusters) before its process group is killed.
+CHILD_GRACE = 300
+
+
 def _vm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "clusters.vm", *args], cwd=ROOT, text=True,
-                          stdout=subprocess.PIPE, stderr=None)
+    return commands.run([sys.executable, "-m", "clusters.vm", *args], timeout=None, cwd=ROOT, stdout=subprocess.PIPE,
+                        grace=CHILD_GRACE)
 
 
 def default_state_dir() -> Path:
@@ -264,19 +269,23 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
     log = out_dir / "pytest.log"
     tail: list[str] = []
     with open(log, "w") as f:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = commands.start(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
-        for line in proc.stdout:
-            f.write(line)
-            f.flush()  # the log is read while the run goes on
-            tail = (tail + [line])[-40:]
-            words = line.split()
-            if any(w in ("PASSED", "FAILED", "ERROR", "SKIPPED") for w in words[1:3]) and "::" in words[0]:
-                _say(f"{name}: {words[0].rsplit('::', 1)[-1]} {words[1]} ({time.monotonic() - t0:.0f}s)")
-            elif "kube-swap-conformance [" in line and ("vm:" in line) and ("building" in line or "Ready" in line
-                                                                              or "booting" in line):
-                _say(f"{name}: {line.split('] ', 1)[-1].strip()}")
-        rc = proc.wait()
+        try:
+            for line in proc.stdout:
+                f.write(line)
+                f.flush()  # the log is read while the run goes on
+                tail = (tail + [line])[-40:]
+                words = line.split()
+                if any(w in ("PASSED", "FAILED", "ERROR", "SKIPPED") for w in words[1:3]) and "::" in words[0]:
+                    _say(f"{name}: {words[0].rsplit('::', 1)[-1]} {words[1]} ({time.monotonic() - t0:.0f}s)")
+                elif "kube-swap-conformance [" in line and ("vm:" in line) and ("building" in line or "Ready" in line
+                                                                                  or "booting" in line):
+                    _say(f"{name}: {line.split('] ', 1)[-1].strip()}")
+            rc = proc.wait()
+        except BaseException:  # interrupted: the run tears down what it made, then its group goes
+            commands.kill_group(proc, CHILD_GRACE)
+            raise
     if shared is not None:
         shared.after()
     out = model.judge(name, build, junit, rc, "".join(tail))
@@ -496,17 +505,18 @@ def _main(a: argparse.Namespace) -> int:
     def text() -> str:
         return model.table([results[i] for i in sorted(results)], baselines, today, a.release)
 
-    for base in bases:
-        group = [m for _, m in runnable if m.base == base]
-        share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] for m in group)
-        if not a.no_baseline:
-            baselines.append(_baseline(a, group, base, suite, keep, runs, share_all, shared))
-        for i, m in [] if a.baseline_only else [(i, m) for i, m in runnable if m.base == base]:
-            results[i] = _run_mutant(a, i, m, len(forms), suite, keep, runs, shared)
-            (a.results_dir / "mutants.md").write_text(text())
-
-    if a.provider == "vm":
-        shared.down()
+    try:
+        for base in bases:
+            group = [m for _, m in runnable if m.base == base]
+            share_all = a.provider == "vm" and not a.fresh_vm and all(m.binaries == ["kubelet"] for m in group)
+            if not a.no_baseline:
+                baselines.append(_baseline(a, group, base, suite, keep, runs, share_all, shared))
+            for i, m in [] if a.baseline_only else [(i, m) for i, m in runnable if m.base == base]:
+                results[i] = _run_mutant(a, i, m, len(forms), suite, keep, runs, shared)
+                (a.results_dir / "mutants.md").write_text(text())
+    finally:  # finished or interrupted: the shared VM this bench booted goes (never another)
+        if a.provider == "vm":
+            shared.down()
     table = text()
     (a.results_dir / "mutants.md").write_text(table)
     if a.docs is not None:

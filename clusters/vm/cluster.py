@@ -10,13 +10,10 @@ State (pid, port, sockets, overlay, kubeconfig) lives in ``state_dir`` so anothe
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
+from clusters.cli import interrupts_raise
 from clusters.kubelet_config import KUBELET_CONFIG, NodeKubelet
 from workloads.cache import cache_root
 
@@ -44,24 +42,6 @@ _PROGRESS_MARKERS = ("[wait-control-plane]", "[api-check]", "[control-plane-chec
 
 class VmClusterError(RuntimeError):
     pass
-
-
-@contextlib.contextmanager
-def interrupts_raise():
-    """SIGINT and SIGTERM raise KeyboardInterrupt (even if SIGINT was inherited as ignored)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
 
 
 def _normalize_behavior(b: str) -> str:

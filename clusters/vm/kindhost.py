@@ -33,7 +33,7 @@ from clusters.behaviors import ALL_BEHAVIORS
 from workloads.cache import cache_root
 
 from . import guestfiles, image, qemu
-from .cluster import interrupts_raise
+from clusters.cli import interrupts_raise
 from .guest import Guest
 from .guestfiles import GUEST_IP
 from .progress import stderr_progress
