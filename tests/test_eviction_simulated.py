@@ -380,8 +380,11 @@ class Request:
         self.config = Options(gate)
 
 
-def run(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch, gate: bool = False) -> World:
+def run(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch, gate: bool = False,
+        test: Any = None, stale_pods_stats: bool = False) -> World:
+    """One run of `test` (default: the ranking test) against a simulated node and kubelet."""
     world = World(behavior, host, mutant)
+    world.stale_pods_stats = stale_pods_stats
     monkeypatch.setattr(time, "monotonic", world.clock.monotonic)
     monkeypatch.setattr(time, "sleep", world.clock.sleep)
     node = SwapNode(behavior, "fake", "c", "kc", "node-1", "v1.37.1", "6.12.0", world.capacity, world.capacity,
@@ -389,7 +392,7 @@ def run(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.Monkey
     observer = FakeObserver(world)
     observer.node = node
     ws = Workspace(node, observer, "ns", "img", "t", Recorder([]))  # type: ignore[arg-type]
-    test_eviction.test_memory_pressure_evicts_in_the_kubelets_order(
+    (test or test_eviction.test_memory_pressure_evicts_in_the_kubelets_order)(
         node, FakeProvider(world), lambda _: ws, {"low": "ksc-low", "high": "ksc-high"}, Request(gate))  # type: ignore[arg-type]
     return world
 
@@ -484,18 +487,8 @@ def test_the_order_is_the_kubelets_decisions_not_when_each_pod_was_marked(monkey
 
 def run_hard(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch, gate: bool = False,
              stale_pods_stats: bool = False) -> World:
-    world = World(behavior, host, mutant)
-    world.stale_pods_stats = stale_pods_stats
-    monkeypatch.setattr(time, "monotonic", world.clock.monotonic)
-    monkeypatch.setattr(time, "sleep", world.clock.sleep)
-    node = SwapNode(behavior, "fake", "c", "kc", "node-1", "v1.37.1", "6.12.0", world.capacity, world.capacity,
-                    world.swap_capacity, True)
-    observer = FakeObserver(world)
-    observer.node = node
-    ws = Workspace(node, observer, "ns", "img", "t", Recorder([]))  # type: ignore[arg-type]
-    test_eviction.test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(
-        node, FakeProvider(world), lambda _: ws, {"low": "ksc-low", "high": "ksc-high"}, Request(gate))  # type: ignore[arg-type]
-    return world
+    return run(behavior, host, mutant, monkeypatch, gate,
+               test_eviction.test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold, stale_pods_stats)
 
 
 @pytest.mark.parametrize("behavior", ["NoSwap", "LimitedSwap"])
