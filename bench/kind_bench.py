@@ -55,7 +55,7 @@ def run_suite(env: dict[str, str], image: str, workers: int | None) -> tuple[flo
     if workers:
         argv += ["-n", str(workers)]
     t0 = time.monotonic()
-    done = commands.run(argv, timeout=None, cwd=REPO, env=env, grace=300)  # interrupted: the run removes its clusters
+    done = commands.run(argv, timeout=None, cwd=REPO, env=env, grace=commands.OWN_COMMAND_GRACE)  # removes its clusters
     lines = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     return time.monotonic() - t0, (lines[-1].strip("= ") if lines else f"exit {done.returncode}")
 

@@ -302,11 +302,6 @@ def judge(run: Run, results_dir: Path, exit_code: int | None, why_not: str = "")
 
 # --- running -----------------------------------------------------------------------------------
 
-# What a run of the suite or of clusters.vm is given, on an interrupt, to remove what it started
-# before its process group is killed (clusters/commands.py).
-CHILD_GRACE = 300
-
-
 class Runner:
     """Runs a command in the project root, its output into ``log``: a build's stderr (its
     stdout, what it made, is returned), or the suite's whole output, with each test's verdict said
@@ -315,11 +310,12 @@ class Runner:
     def __call__(self, argv: list[str], log: Path, *, suite: bool = False) -> subprocess.CompletedProcess[str]:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as f:
+            grace = commands.OWN_COMMAND_GRACE  # interrupted: the run removes its VM or clusters first
             if not suite:
-                return commands.run(argv, timeout=None, cwd=ROOT, stdout=subprocess.PIPE, stderr=f, grace=CHILD_GRACE)
-            proc = commands.start(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
-            try:
+                return commands.run(argv, timeout=None, cwd=ROOT, stdout=subprocess.PIPE, stderr=f, grace=grace)
+            with commands.started(argv, grace, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True) as proc:
+                assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
                 for line in proc.stdout:
                     f.write(line)
                     f.flush()  # the log is read while the run goes on
@@ -327,9 +323,6 @@ class Runner:
                     if len(words) > 1 and "::" in words[0] and words[1] in ("PASSED", "FAILED", "ERROR", "SKIPPED"):
                         _say(f"{words[0].rsplit('::', 1)[-1]} {words[1]}")
                 return subprocess.CompletedProcess(argv, proc.wait(), "", "")
-            except BaseException:  # interrupted: the run removes its VM or clusters, then its group goes
-                commands.kill_group(proc, CHILD_GRACE)
-                raise
 
 
 def _display(argv: Sequence[str]) -> str:

@@ -84,23 +84,28 @@ class Parser(argparse.ArgumentParser):
 
 
 @contextlib.contextmanager
-def interrupts_raise() -> Iterator[None]:
-    """SIGINT and SIGTERM raise KeyboardInterrupt (even if SIGINT was inherited as ignored, as a
-    background job's is): a command ended by `kill`, or by CI's cancel, takes the Ctrl-C path and
-    removes what it started."""
+def signals_handled(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM go to `handler` for the block, then to what they went to before (in the
+    main thread: only it can set a handler; elsewhere the block runs as it is)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+def interrupts_raise() -> contextlib.AbstractContextManager[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt (even if SIGINT was inherited as ignored, as a
+    background job's is): a command ended by `kill`, or by CI's cancel, takes the Ctrl-C path and
+    removes what it started."""
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signals_handled(handler)
 
 
 def run(main: Callable[[argparse.Namespace], int], args: argparse.Namespace,

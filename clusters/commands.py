@@ -13,8 +13,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
+
+# What one of the project's own commands (clusters.vm, a pytest run of the suite) is given, on an
+# interrupt, to remove the VM or clusters it made before its process group is killed.
+OWN_COMMAND_GRACE = 300.0
 
 
 def start(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
@@ -40,16 +45,27 @@ def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> None:
     proc.wait()
 
 
+@contextmanager
+def started(argv: Sequence[str], grace: float, **kwargs: Any) -> Iterator[subprocess.Popen]:
+    """The command started (start) for the block, which reads it; if the block ends by an
+    exception (an interrupt), the command's group is ended first (kill_group, `grace`)."""
+    proc = start(argv, **kwargs)
+    try:
+        yield proc
+    except BaseException:
+        kill_group(proc, grace)
+        raise
+
+
 def run(argv: Sequence[str], *, timeout: float | None, capture_output: bool = True, text: bool = True,
         input: str | bytes | None = None, grace: float = 0.0, **kwargs: Any) -> subprocess.CompletedProcess:
     """subprocess.run's answer (the same arguments, for what callers here use), with the whole
     process group ended (kill_group, `grace`) on a timeout or an interrupt before TimeoutExpired
     or it propagates."""
     pipe = subprocess.PIPE if capture_output else None
-    if "stdout" in kwargs or "stderr" in kwargs:
-        pipe = None
-    proc = start(argv, **({"stdout": pipe, "stderr": pipe} if pipe else {}),
-                 stdin=subprocess.PIPE if input is not None else None, text=text, **kwargs)
+    kwargs.setdefault("stdout", pipe)
+    kwargs.setdefault("stderr", pipe)
+    proc = start(argv, stdin=subprocess.PIPE if input is not None else None, text=text, **kwargs)
     try:
         out, err = proc.communicate(input, timeout=timeout)
     except BaseException:

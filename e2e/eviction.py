@@ -289,14 +289,14 @@ def swap_reorders(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], s
     """Whether `first` ranks strictly before `second` on working sets (the kubelet's usage,
     eviction/helpers.go memoryUsage) and strictly after it on working set plus swap: only then
     does the order the kubelet evicts the two in tell whether it counts swap."""
+    if first not in usage or second not in usage:
+        return False  # a pod the ranking does not see cannot be judged
     pods = [p for p in pods if _key(p) in usage]
     with_swap = {k: v + swap.get(k, 0) for k, v in usage.items()}
 
     def tier(ranking: list[list[str]], key: str) -> int:
         return next(i for i, keys in enumerate(ranking) if key in keys)
 
-    if first not in usage or second not in usage:
-        return False  # a pod the ranking does not see cannot be judged
     by_working_set, by_total = oracle.eviction_ranking(pods, usage), oracle.eviction_ranking(pods, with_swap)
     return (tier(by_working_set, first) < tier(by_working_set, second)
             and tier(by_total, second) < tier(by_total, first))

@@ -495,7 +495,6 @@ def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: Swa
                        f" {before.pods_memory}, capacity {swap_node.memory_capacity}, requests {requested} against"
                        f" allocatable {allocatable}, free swap {free_swap}", swap_node.behavior)
     filler = f"{ws.namespace}/filler"
-    watch = EvictionWatch(ws.observer)
     try:
         with swap_provider.reconfigured_kubelet(swap_node, hard_memory_threshold(reserved, HARD_THRESHOLD)):
             ws.record.phase("threshold live")

@@ -101,14 +101,9 @@ def kept_outcome(path: Path) -> model.Outcome | None:
         return None
 
 
-# What a run of the project's own commands is given, on an interrupt, to remove what it started
-# (a VM it boots, a pytest run's namespaces and clusters) before its process group is killed.
-CHILD_GRACE = 300
-
-
 def _vm(*args: str) -> subprocess.CompletedProcess[str]:
-    return commands.run([sys.executable, "-m", "clusters.vm", *args], timeout=None, cwd=ROOT, stdout=subprocess.PIPE,
-                        grace=CHILD_GRACE)
+    return commands.run([sys.executable, "-m", "clusters.vm", *args], timeout=None, capture_output=False, cwd=ROOT,
+                        stdout=subprocess.PIPE, grace=commands.OWN_COMMAND_GRACE)
 
 
 def default_state_dir() -> Path:
@@ -269,9 +264,10 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
     log = out_dir / "pytest.log"
     tail: list[str] = []
     with open(log, "w") as f:
-        proc = commands.start(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
-        try:
+        # interrupted: the run tears down what it made, then its group goes
+        with commands.started(argv, commands.OWN_COMMAND_GRACE, cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) as proc:
+            assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
             for line in proc.stdout:
                 f.write(line)
                 f.flush()  # the log is read while the run goes on
@@ -283,9 +279,6 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
                                                                                   or "booting" in line):
                     _say(f"{name}: {line.split('] ', 1)[-1].strip()}")
             rc = proc.wait()
-        except BaseException:  # interrupted: the run tears down what it made, then its group goes
-            commands.kill_group(proc, CHILD_GRACE)
-            raise
     if shared is not None:
         shared.after()
     out = model.judge(name, build, junit, rc, "".join(tail))

@@ -12,16 +12,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-import threading
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusters import progress, shared
-from clusters.cli import Exit
+from clusters.cli import Exit, signals_handled
 from clusters.checks import PreflightError
 from clusters.provider import Provider
 from clusters.redact import redact
@@ -176,20 +174,10 @@ def _show_past_capture(config: pytest.Config, line: str) -> None:
 
 # --- the end -------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
+def _signals_deferred() -> contextlib.AbstractContextManager[None]:
     def later(signum: int, frame: object) -> None:
         sys.stderr.write(f"kube-swap-conformance: {signal.Signals(signum).name} while deleting what the run created:"
                          " deleting it first\n")
         sys.stderr.flush()
 
-    previous = {sig: signal.signal(sig, later) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return signals_handled(later)
