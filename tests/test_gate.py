@@ -80,6 +80,11 @@ def skipped(behavior: str, module: str, reason: str) -> list[Result]:
     # KEP-5359 absent: accepted on NoSwap (the field has nothing to change there)
     ("test_workload_controlled_swap", verdict.NO_LIMITS_SWAP_API + ': Pod "limits-swap-probe" is invalid: ...', True),
     ("test_workload_controlled_swap", "the API server refuses the probe for another reason", False),
+    # the hard-threshold eviction test on a node hosting the API server: accepted there only
+    ("test_eviction", verdict.HOSTS_THE_API_SERVER + " (kube-system/kube-apiserver-n1 on n1): a worker node runs this test",
+     True),
+    ("test_resize", verdict.HOSTS_THE_API_SERVER + " (kube-system/kube-apiserver-n1 on n1)", False),
+    ("test_eviction", "the API server (kube-system/kube-apiserver-n1) runs in this node's pods cgroup", False),
 ])
 def test_a_required_module_accepts_only_checked_skips(module: str, reason: str, accepted: bool) -> None:
     problems = verdict.gate_problems(skipped("NoSwap", module, reason), ["NoSwap"])
