@@ -26,7 +26,7 @@ from clusters.discovery import NotReadyAfterRestart, api_client, discover, kubel
 from clusters.kubelet_config import KUBELET_CONFIG, KubeletChange, KubeletConfigError, NodeKubelet, Restarted
 from clusters.kubelet_refusal import StartAttempt
 from clusters.progress import Progress
-from clusters.provider import NotCoveredError, Provider, SwapNode
+from clusters.provider import NotCoveredError, Provider, SharedSwapError, SwapNode
 from clusters.vm.nodeimage import BUILD_NOTE_LABEL, FEATURE_GATES_LABEL
 from clusters.shared import get_or_create, record_created
 from workloads.cache import cache_root
@@ -430,6 +430,10 @@ class KindProvider(Provider):
 
     def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:
         return KindNodeKubelet(node, self.progress).attempt_start(change)
+
+    def kubelet_without_swap(self, node: SwapNode) -> AbstractContextManager[None]:
+        raise SharedSwapError(node.behavior, f"{node.name} is a container on the kind host, whose kernel's swap every"
+                                             " node there shares: turning it off for this node turns it off for all")
 
     def removal_hint(self, entry: Mapping[str, Any]) -> str:
         return f", delete it with `kind delete cluster --name {entry['cluster']}`"

@@ -8,6 +8,7 @@ command on the node."""
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -151,6 +152,26 @@ class NodeKubelet(ABC):
             original = yaml.safe_load(before)
             self.restart_with(before, lambda live: change.restored(live, original), f"{change.what}: restored")
 
+    @contextmanager
+    def without_swap(self, timeout: float = 600) -> Iterator[None]:
+        """Run the block with the node's swap areas off and its kubelet restarted on a machine
+        without swap (the kubelet reads its machine's swap once, at start). However the block
+        ends, the areas turned off are turned on again and the kubelet restarted, Ready."""
+        areas = swap_areas(self.node_command(refusal.PROC_SWAPS_COMMAND))
+        if not areas:
+            raise KubeletConfigError("the node has no swap to turn off (/proc/swaps lists none)")
+        try:
+            # swapoff brings every swapped page back into memory first: seconds on an idle node
+            self.node_command(["swapoff", *areas])
+            self.restart_with(self.read_config(), lambda live: True, "swap off: kubelet restart", timeout)
+            yield
+        finally:
+            still_on = set(swap_areas(self.node_command(refusal.PROC_SWAPS_COMMAND)))
+            off = [area for area in areas if area not in still_on]
+            if off:
+                self.node_command(["swapon", *off])
+            self.restart_with(self.read_config(), lambda live: True, "swap back on: kubelet restart", timeout)
+
     def _restart_marks(self) -> tuple[float, str]:
         """Read before a restart: the node's clock, and the running kubelet's pid, whose lines
         after that (its shutdown) are not the new kubelet's."""
@@ -199,6 +220,13 @@ class NodeKubelet(ABC):
                 raise KubeletConfigError(f"{what}: the restarted kubelet neither exited nor answered /configz within"
                                          f" {waits.bound(waits.KUBELET_REFUSAL):.0f}s; last: {last}")
             time.sleep(self.poll_seconds)
+
+
+def swap_areas(proc_swaps: str) -> list[str]:
+    """The file or device of each active swap area in /proc/swaps (which escapes a blank, a tab,
+    a newline and a backslash in a path as octal, like /proc/mounts)."""
+    names = [line.split()[0] for line in proc_swaps.splitlines()[1:] if line.strip()]
+    return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), name) for name in names]
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,11 @@ class NotCoveredError(RuntimeError):
         super().__init__(f"{behavior} not covered: {reason}")
 
 
+class SharedSwapError(NotCoveredError):
+    """The node's swap is not its own (kind: its host's, shared by every node on that host), so
+    it cannot be turned off for one node."""
+
+
 class Provider(ABC):
     name: str
     reconfigures_kubelets: bool = False  # implements reconfigured_kubelet (and so eviction_thresholds)
@@ -123,6 +128,12 @@ class Provider(ABC):
         Running pods stay. Raises NotCoveredError where the provider cannot restart a kubelet
         for one test."""
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot restart a kubelet for one test")
+
+    def kubelet_without_swap(self, node: SwapNode) -> AbstractContextManager[None]:
+        """Run the block with the node's swap off and its kubelet restarted without it; swap on
+        again and the kubelet restarted, Ready, afterwards. Raises NotCoveredError where the
+        provider cannot (SharedSwapError where the node's swap is shared with other nodes)."""
+        raise NotCoveredError(node.behavior, f"the {self.name} provider cannot turn a node's swap off for one test")
 
     def preflight(self, behaviors: Sequence[str]) -> dict[str, Any] | None:
         """Raise clusters.checks.PreflightError listing every missing prerequisite. It runs once,

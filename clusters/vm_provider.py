@@ -174,6 +174,9 @@ class VmProvider(Provider):
     def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:
         return self.vm().kubelet().attempt_start(change)
 
+    def kubelet_without_swap(self, node: SwapNode) -> AbstractContextManager[None]:
+        return self.vm().kubelet().without_swap()
+
     def stress_image(self, node: SwapNode) -> str:
         # The guest image imports the workload image at boot; its ref is in the VM's state.
         vm = self.vm()

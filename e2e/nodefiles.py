@@ -76,6 +76,11 @@ class NodeFiles:
         """A file inside the reader itself (e.g. under SCRATCH)."""
         return self._exec("cat", path)
 
+    def meminfo(self) -> dict[str, int]:
+        """/proc/meminfo's kB fields in bytes (the node's: the file is not namespaced)."""
+        fields = (line.split() for line in self.read("/proc/meminfo").splitlines())
+        return {f[0].rstrip(":"): int(f[1]) * 1024 for f in fields if len(f) == 3 and f[2] == "kB"}
+
     def read_optional(self, path: str) -> str:
         """As read, "" where the file does not exist (yet): `cat` prints what it could read."""
         return self._exec("cat", path, allowed=(0, 1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -467,6 +467,13 @@ class NodeObserver:
     def node_status(self) -> dict[str, Any]:
         response = self.core.read_node(self.node.name, _preload_content=False)
         return json.loads(response.data)
+
+    def remove_node_info(self, fields: Sequence[str]) -> None:
+        """Remove these fields of the Node's status.nodeInfo (a JSON patch of its status: every
+        field must be there)."""
+        operations = [{"op": "remove", "path": f"/status/nodeInfo/{field}"} for field in fields]
+        self.core.patch_node_status(self.node.name, operations, _content_type="application/json-patch+json",
+                                    _preload_content=False)
 
 
 def explanation(pod: dict[str, Any], events: list[str]) -> str:

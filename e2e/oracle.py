@@ -119,6 +119,15 @@ def node_swap_allocated(pods: Iterable[Any]) -> int:
     return total
 
 
+def node_swap_status(swap_capacity: int) -> dict[str, int] | None:
+    """status.nodeInfo.swap as the kubelet sets it (nodestatus/setters.go MachineInfo, v1.33 to
+    v1.37): the machine's swap capacity as cAdvisor read it at the kubelet's start (SwapTotal)
+    where it is not 0; where it is 0 the setter leaves the field as it finds it, so a Node that
+    never had it, or had it removed, has none. (It never clears the field: a kubelet restarted
+    after swapoff keeps a Node's old capacity.)"""
+    return {"capacity": swap_capacity} if swap_capacity else None
+
+
 def swap_limit_ignored_event(event: str, container: str) -> bool:
     """Whether one of the pod's events ("TYPE REASON: message", as the observer lists them) is
     KEP-5359's "the node does not support the requested swap configuration" for `container`."""

@@ -1,7 +1,8 @@
 """A kubelet restart, and a switch of swapBehavior with it, leave running containers' swap
 limits as they were; containers the kubelet creates afterwards follow the new behavior, both in
 new pods and when it restarts a container of an old pod (oracle.behavior_applied cites the
-kubelet code). Needs a provider that can restart a kubelet for one test (vm, kind)."""
+kubelet code). Needs a provider that can restart a kubelet for one test (vm, kind). A kubelet
+started without swap reports none in the Node's status (vm: kind nodes share their host's swap)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from dataclasses import dataclass
 import pytest
 
 from clusters import waits
-from clusters.provider import NotCoveredError, Provider, SwapNode
+from clusters.provider import NotCoveredError, Provider, SharedSwapError, SwapNode
 from e2e import oracle
 from e2e.claims import claim
+from e2e.gate import could_not_test
 from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
 from e2e.observe import exec_once_served, wait_for
 from e2e.sizing import burstable_sizing
+from e2e.verdict import SWAP_SHARED_BY_NODES
 from workloads.pods import Mi, STRESS, stress_pod
 
 EXIT_FILE = "/exit-now"  # in the container's own writable layer: a restarted container starts without it
@@ -156,6 +159,56 @@ def test_swap_limits_across_a_kubelet_restart_and_a_behavior_switch(
                 ws.node = swap_provider.restart_kubelet(swap_node, first)
     except NotCoveredError as error:  # the provider said it could, then could not
         pytest.fail(str(error))
+
+
+@pytest.mark.needs_behavior("LimitedSwap")
+@pytest.mark.runs_alone("turns the node's swap off and restarts its kubelet twice")
+def test_a_kubelet_started_without_swap_reports_no_node_swap(swap_node: SwapNode, swap_provider: Provider,
+                                                             workspace: Callable[[SwapNode], Workspace],
+                                                             request: pytest.FixtureRequest) -> None:
+    """A kubelet started on a machine without swap leaves status.nodeInfo.swap out, where it
+    reports a machine's swap capacity once swap is back.
+
+    The MachineInfo setter (nodestatus/setters.go) sets the field only when cAdvisor's swap
+    capacity is not 0, and never clears it: a kubelet restarted after swapoff keeps the Node's
+    old capacity. So with swap off and the kubelet restarted, the test removes nodeInfo.swap and
+    nodeInfo.bootID from the Node's status: the same setter writes bootID back at its next status
+    sync, so once bootID is back the setter has run on the cleared status, and nodeInfo.swap must
+    still be out (a kubelet reporting a capacity of 0 puts it back). Swap on again and the kubelet
+    restarted, nodeInfo.swap.capacity must be /proc/meminfo's SwapTotal again. One behavior: the
+    setter does not read it."""
+    try:
+        without_swap = swap_provider.kubelet_without_swap(swap_node)
+    except SharedSwapError as error:
+        pytest.skip(f"{SWAP_SHARED_BY_NODES}: {error.reason}")
+    except NotCoveredError as error:
+        could_not_test(request.config, str(error), swap_node.behavior)
+    ws = workspace(swap_node)
+    observer = ws.observer
+
+    def node_info() -> dict:
+        return observer.node_status()["status"]["nodeInfo"]
+
+    def synced_info() -> dict | None:
+        info = node_info()
+        return info if info.get("bootID") else None
+
+    with without_swap:
+        stale = node_info()
+        swap_total = ws.node_files().meminfo()["SwapTotal"]
+        assert swap_total == 0, f"swap is still on after swapoff: SwapTotal {swap_total}"
+        observer.remove_node_info(["bootID"] + (["swap"] if "swap" in stale else []))
+        synced = wait_for("the kubelet's status sync to write nodeInfo.bootID back", synced_info, waits.NODE_STATUS,
+                          lambda: f"nodeInfo {node_info()}")
+        claim(ws.record, "nodeInfo.swap on a machine without swap", oracle.node_swap_status(0), synced.get("swap"),
+              "SwapTotal 0 at the kubelet's start; nodeInfo.swap removed, bootID back",
+              explain=f"nodeInfo before the removal (the restarted kubelet leaves the old field) {stale};"
+                      f" after the kubelet's sync {synced}")
+    swap_total = ws.node_files().meminfo()["SwapTotal"]
+    back = wait_for("nodeInfo.swap after swap is back on", lambda: node_info().get("swap"), waits.NODE_STATUS,
+                    lambda: f"nodeInfo {node_info()}")
+    claim(ws.record, "nodeInfo.swap with swap back on", oracle.node_swap_status(swap_total), back,
+          f"SwapTotal {swap_total} (/proc/meminfo) at the kubelet's restart", explain=f"nodeInfo {node_info()}")
 
 
 def _recreated(ws: Workspace, name: str, old_id: str) -> Container | None:

@@ -55,14 +55,6 @@ SCRAPE_EVERY_SECONDS = 4
 READ_SLACK_SECONDS = 90  # the exec's start and end beyond its window, on a loaded emulated node
 
 
-def meminfo(ws: Workspace) -> dict[str, int]:
-    """/proc/meminfo's kB fields in bytes, read by the node agent (the file is the node's: it is
-    not namespaced). A pod of the test's own to read it took 21-31 s to start on kind."""
-    text = ws.node_files().read("/proc/meminfo")
-    fields = (line.split() for line in text.splitlines())
-    return {f[0].rstrip(":"): int(f[1]) * 1024 for f in fields if len(f) == 3 and f[2] == "kB"}
-
-
 def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Callable[[SwapNode], Workspace]) -> None:
     """The node's status.capacity.memory is its /proc/meminfo MemTotal, exactly.
 
@@ -72,7 +64,7 @@ def test_node_memory_capacity_is_mem_total(swap_node: SwapNode, workspace: Calla
     from kubernetes.utils import parse_quantity
 
     ws = workspace(swap_node)
-    mem_total = meminfo(ws)["MemTotal"]
+    mem_total = ws.node_files().meminfo()["MemTotal"]
     capacity = ws.observer.node_status()["status"]["capacity"]["memory"]
     claim(ws.record, "status.capacity.memory", mem_total, int(parse_quantity(capacity)), "MemTotal (/proc/meminfo)",
           explain=f"capacity.memory {capacity}; MemTotal {mem_total}")
@@ -86,7 +78,7 @@ def test_node_swap_capacity_is_swap_total(swap_node: SwapNode, workspace: Callab
 
     Both are the machine info cAdvisor read at the kubelet's start (SwapCapacity)."""
     ws = workspace(swap_node)
-    swap_total = meminfo(ws)["SwapTotal"]
+    swap_total = ws.node_files().meminfo()["SwapTotal"]
     info = ws.observer.node_status()["status"]["nodeInfo"]
     assert swap_total > 0, "the node has no swap provisioned"
     claim(ws.record, "nodeInfo.swap.capacity", swap_total, (info.get("swap") or {}).get("capacity"),

@@ -16,7 +16,8 @@ verdict on it. Pure functions of the results, so every rule is self-tested.
     server's own message named the field as refused), or the hard-threshold eviction test's "the
     node runs the API server in its pods cgroup" (raised only after the API server's pod was seen
     on that node: a single-node cluster such as the vm provider's, where squeezing the pods
-    cgroup starves the control plane; kind's workers run it). A provider that cannot do what a
+    cgroup starves the control plane; kind's workers run it), or the swapoff test's "the node's
+    swap is its host's" (raised where the provider says so: kind). A provider that cannot do what a
     test needs ("cannot set a kubelet's eviction thresholds") is "could not test": it fails the gate.
 """
 
@@ -63,6 +64,9 @@ NO_LIMITS_SWAP_API = "the API server refuses resources.limits.swap (no KEP-5359)
 # The skip of e2e/test_eviction.py's hard-threshold test where the node it would squeeze hosts the
 # API server (seen among the node's pods first).
 HOSTS_THE_API_SERVER = "the node runs the API server in its pods cgroup, which this test squeezes"
+# The skip of e2e/test_kubelet_restart.py's swapoff test where the provider says the node's swap is
+# its host's, shared by every node there (clusters.provider.SharedSwapError: kind).
+SWAP_SHARED_BY_NODES = "the node's swap is its host's, shared with other nodes"
 # e2e/plugin/nodes.py skip_if_too_old: f"needs {what} >= {version}; node {name} runs {have}"
 _TOO_OLD = re.compile(r"needs (?P<what>kubelet|kernel) >= (?P<needed>\S+); node (?P<node>\S+) runs (?P<have>\S+)")
 
@@ -123,6 +127,8 @@ def accepted_skip(behavior: str, module: str, reason: str) -> bool:
         return True
     if module == "test_eviction":
         return reason.startswith(HOSTS_THE_API_SERVER)
+    if module == "test_kubelet_restart":
+        return reason.startswith(SWAP_SHARED_BY_NODES)
     return (module == "test_workload_controlled_swap" and behavior != WORKLOAD_CONTROLLED_SWAP
             and reason.startswith(NO_LIMITS_SWAP_API))
 
