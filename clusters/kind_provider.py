@@ -431,6 +431,9 @@ class KindProvider(Provider):
     def attempt_kubelet_start(self, node: SwapNode, change: KubeletChange) -> StartAttempt:
         return KindNodeKubelet(node, self.progress).attempt_start(change)
 
+    def node_view(self, node: SwapNode | None) -> str:
+        return KindNodeKubelet(node, self.progress).inside_view() if node is not None else ""
+
     def kubelet_without_swap(self, node: SwapNode) -> AbstractContextManager[None]:
         raise SharedSwapError(node.behavior, f"{node.name} is a container on the kind host, whose kernel's swap every"
                                              " node there shares: turning it off for this node turns it off for all")

@@ -32,6 +32,22 @@ class KubeletConfigError(RuntimeError):
     pass
 
 
+# What a node shows of itself, read beside the kubelet and not through the API server: when the
+# API server stops answering a test, this tells a control plane that stopped or restarted (its
+# pods' log files are numbered by restart) or a starved node from a broken path to it.
+INSIDE_VIEW = r"""
+echo "## load, memory, pressure"; uptime; free -m
+for f in /proc/pressure/cpu /proc/pressure/memory; do echo "$f: $(head -n 1 "$f" 2>&1)"; done
+echo "## services"; for u in kubelet containerd; do echo "$u: $(systemctl is-active "$u" 2>&1)"; done
+echo "## listening on the API server's port"; ss -Htln 'sport = :6443' 2>&1
+echo "## control-plane containers' logs (N.log: its Nth restart)"
+ls -l /var/log/pods/kube-system_kube-apiserver-*/*/ /var/log/pods/kube-system_etcd-*/*/ 2>&1
+echo "## kube-apiserver, last lines"
+tail -q -n 12 /var/log/pods/kube-system_kube-apiserver-*/kube-apiserver/*.log 2>&1 | cut -c1-300
+echo "## kubelet, last lines"; journalctl -u kubelet -n 25 --no-pager -o short-precise 2>&1 | cut -c1-300
+"""
+
+
 class NodeKubelet(ABC):
     progress: Callable[[str], None] = staticmethod(lambda message: None)
     poll_seconds: float = 2  # between looks at a restarting kubelet
@@ -62,6 +78,10 @@ class NodeKubelet(ABC):
         /configz below swallows every other error while the kubelet restarts."""
 
     # --- built on the above ----------------------------------------------------------------------
+
+    def inside_view(self) -> str:
+        """The node as it shows itself (INSIDE_VIEW)."""
+        return self.node_command(["sh", "-c", INSIDE_VIEW])
 
     def swap_behavior(self) -> str:
         return normalize_behavior(self.configz().get("memorySwap", {}).get("swapBehavior", ""))

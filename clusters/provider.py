@@ -135,6 +135,13 @@ class Provider(ABC):
         provider cannot (SharedSwapError where the node's swap is shared with other nodes)."""
         raise NotCoveredError(node.behavior, f"the {self.name} provider cannot turn a node's swap off for one test")
 
+    def node_view(self, node: SwapNode | None) -> str:
+        """The node as it shows itself, read without the API server (its load, services,
+        control-plane restarts, the kubelet's last lines): said in a failure where the API server
+        stopped answering. `node` None: the provider's only node, where it has one. "" where the
+        provider cannot reach a node but through the API server."""
+        return ""
+
     def preflight(self, behaviors: Sequence[str]) -> dict[str, Any] | None:
         """Raise clusters.checks.PreflightError listing every missing prerequisite. It runs once,
         in one process of the run; what it returns (JSON) every process is given (adopt)."""

@@ -177,6 +177,10 @@ class VmProvider(Provider):
     def kubelet_without_swap(self, node: SwapNode) -> AbstractContextManager[None]:
         return self.vm().kubelet().without_swap()
 
+    def node_view(self, node: SwapNode | None) -> str:
+        vm = self.vm()
+        return vm.kubelet().inside_view() if vm.is_running() else "the VM is not running"
+
     def stress_image(self, node: SwapNode) -> str:
         # The guest image imports the workload image at boot; its ref is in the VM's state.
         vm = self.vm()

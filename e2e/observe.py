@@ -49,6 +49,31 @@ def _overloaded(error: Exception) -> bool:
     return isinstance(error, ApiException) and (error.status == 429 or error.status in RETRIED_STATUSES)
 
 
+# How a lost connection to the API server reads once a wait has turned it into text.
+_CONNECTION_LOST = ("Connection refused", "Connection reset", "Connection aborted", "EOF occurred in violation",
+                    "Max retries exceeded", "RemoteDisconnected", "Read timed out")
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether an error (or one it was raised from) is the API server not answering at the
+    connection level (refused, reset, a TLS handshake cut, no answer in time), as opposed to an
+    answer: then what the node itself shows is worth seeing."""
+    import ssl
+
+    from urllib3.exceptions import HTTPError as Urllib3Error
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (Urllib3Error, ssl.SSLError, ConnectionError, TimeoutError)):
+            return True
+        if any(marker in str(current) for marker in _CONNECTION_LOST):
+            return True  # e.g. a bounded wait's last state, as text
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def wait_for(what: str, probe: Callable[[], T | None], seconds: float | waits.Wait,
              describe: Callable[[], str] = lambda: "") -> T:
     """Poll `probe` until it returns a value; give up after `seconds` naming `what` and the last state.

@@ -25,8 +25,9 @@ import pytest
 
 from clusters import progress, shared
 from clusters.cli import Exit
-from clusters.provider import Provider
+from clusters.provider import Provider, SwapNode
 from clusters.redact import redact
+from e2e.observe import connection_lost
 from e2e.plugin import hooks, summary
 from e2e.plugin.nodes import behavior_of
 from e2e.plugin.options import settings
@@ -189,8 +190,37 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
     results directory, an xdist worker's report to the controller): a failure or a skip may say
     what a kubeconfig, a node or a tool said."""
     report = yield
+    if report.failed and call.excinfo is not None and connection_lost(call.excinfo.value):
+        section = node_view_section(item)
+        if section:
+            report.sections.append(section)
     redact_report(report)
     return report
+
+
+NODE_VIEW_TITLE = "the node as it shows itself (the API server did not answer)"
+NODE_VIEW_REUSED = 60.0  # seconds: the tests failing together after one loss share one look
+_node_view_key = pytest.StashKey[tuple[float, str, str]]()
+
+
+def node_view_section(item: pytest.Item) -> tuple[str, str] | None:
+    """The provider's node_view for the test's node (or its only node), read once a minute at
+    most; None where the provider reaches nodes only through the API server."""
+    provider = the_run(item.config).provider_if_made
+    if provider is None:
+        return None
+    node = next((value for value in getattr(item, "funcargs", {}).values() if isinstance(value, SwapNode)), None)
+    name = node.name if node is not None else ""
+    last = item.config.stash.get(_node_view_key, None)
+    if last is not None and last[1] == name and time.monotonic() - last[0] < NODE_VIEW_REUSED:
+        view = last[2]
+    else:
+        try:
+            view = provider.node_view(node)
+        except Exception as error:  # noqa: BLE001 - the failure itself is what the report is about
+            view = f"could not read it: {type(error).__name__}: {error}"
+        item.config.stash[_node_view_key] = (time.monotonic(), name, view)
+    return (NODE_VIEW_TITLE + (f": {name}" if name else ""), view) if view else None
 
 
 def redact_report(report: pytest.TestReport) -> None:

@@ -43,6 +43,11 @@ class Run:
         self.sigterm_before: Any = signal.SIG_DFL
 
     @property
+    def provider_if_made(self) -> Provider | None:
+        """The provider, where this process has made it (a failure report does not make one)."""
+        return self._provider
+
+    @property
     def provider(self) -> Provider:
         if self._provider is None:
             self._provider = self.config.hook.pytest_ksc_make_provider(config=self.config)

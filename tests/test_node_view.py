@@ -1,0 +1,118 @@
+"""When the API server stops answering a test, its failure shows the node as it shows itself
+(Provider.node_view), read once for the failures of one loss; a failure that is an answer (a
+wrong value, a 404) does not. The detection is a pure function of the exception."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError, ProtocolError
+
+from e2e.observe import WaitTimeout, connection_lost
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def raised_from(error: BaseException, cause: BaseException) -> BaseException:
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise error from inner
+    except BaseException as outer:
+        return outer
+
+
+@pytest.mark.parametrize("error", [
+    ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer")),
+    MaxRetryError(None, "/api/v1/nodes/n1", "no answer"),
+    ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)"),
+    ConnectionRefusedError(111, "Connection refused"),
+    raised_from(RuntimeError("the node did not come back"), ProtocolError("Connection aborted.")),
+    WaitTimeout("gave up after 120s waiting for the node Ready; last seen: MaxRetryError(\"HTTPSConnectionPool("
+                "host='127.0.0.1', port=59883): Max retries exceeded with url: /api/v1/nodes/ksc-node\")"),
+], ids=["reset", "retries", "tls-cut", "refused", "cause", "wait-text"])
+def test_a_lost_connection_is_seen_however_it_is_wrapped(error: BaseException) -> None:
+    assert connection_lost(error)
+
+
+@pytest.mark.parametrize("error", [
+    AssertionError("memory.swap.max of app: expected 35041280, observed 70082560"),
+    ApiException(status=404, reason="Not Found"),
+    ApiException(status=503, reason="Service Unavailable"),  # an answer: retried elsewhere, not a lost node
+    WaitTimeout("gave up after 600s waiting for stress to terminate; last seen: phase=Running"),
+], ids=["wrong-value", "404", "503", "wait"])
+def test_an_answer_is_not_a_lost_connection(error: BaseException) -> None:
+    assert not connection_lost(error)
+
+
+VIEWING_PROVIDER = '''
+import os
+from pathlib import Path
+
+from clusters.provider import Provider, SwapNode
+
+
+class ViewingProvider(Provider):
+    name = "viewing"
+
+    def coverage(self, behaviors):
+        return dict.fromkeys(behaviors)
+
+    def node_for(self, behavior):
+        return SwapNode(behavior, "viewing", "c", "kc", "n1", "v1.37.2", "6.12.0", 4 << 30, 4 << 30, 2 << 30, True)
+
+    def node_view(self, node):
+        looks = Path(os.environ["KSC_VIEW_LOOKS"])
+        looks.write_text(looks.read_text() + "look\\n" if looks.exists() else "look\\n")
+        return f"## services\\nkubelet: active (node {node.name if node else None})"
+
+
+def pytest_ksc_make_provider(config):
+    return ViewingProvider()
+'''
+
+TESTS = '''
+import pytest
+from urllib3.exceptions import ProtocolError
+
+
+def test_reset(swap_node):
+    raise ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer"))
+
+
+def test_reset_again(swap_node):
+    raise ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer"))
+
+
+def test_wrong_value(swap_node):
+    assert 1 == 2, "memory.swap.max: expected 1, observed 2"
+'''
+
+
+def test_a_failure_where_the_api_server_went_shows_the_node_once_per_loss(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    pytester.makepyfile(viewing=VIEWING_PROVIDER, test_lost=TESTS)
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{pytester.path}")
+    monkeypatch.setenv("KSC_VIEW_LOOKS", str(tmp_path / "looks"))
+    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
+    result = pytester.runpytest_subprocess("-p", "viewing", "-p", "no:cacheprovider", "--behaviors=LimitedSwap",
+                                           "--results-dir", str(tmp_path / "results"))
+    output = result.stdout.str()
+    result.assert_outcomes(failed=3)
+    sections = output.split("_ test_")
+    reset = next(s for s in sections if s.startswith("reset["))
+    again = next(s for s in sections if s.startswith("reset_again["))
+    wrong = next(s for s in sections if s.startswith("wrong_value["))
+    for section in (reset, again):
+        assert "the node as it shows itself (the API server did not answer): n1" in section, output
+        assert "kubelet: active (node n1)" in section, output
+    assert "shows itself" not in wrong, output
+    assert (tmp_path / "looks").read_text() == "look\n", "two failures of one loss: one look"
