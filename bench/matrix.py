@@ -288,7 +288,8 @@ def judge(run: Run, results_dir: Path, exit_code: int | None, why_not: str = "")
             if result.outcome == "passed":
                 cell.passed += 1
             elif marked or (result.outcome == "skipped"
-                            and not verdict.accepted_skip(cell.behavior, result.module, result.reason)):
+                            and not verdict.accepted_skip(cell.behavior, result.module, result.reason,
+                                                          result.function)):
                 cell.could_not_test += 1
             elif result.outcome == "failed":
                 cell.failed += 1

@@ -432,7 +432,21 @@ class KindProvider(Provider):
         return KindNodeKubelet(node, self.progress).attempt_start(change)
 
     def node_view(self, node: SwapNode | None) -> str:
-        return KindNodeKubelet(node, self.progress).inside_view() if node is not None else ""
+        """The test's node, and the control plane's (kind names its container <cluster>-control-plane),
+        where the API server and etcd run."""
+        if node is None:
+            return ""
+        views = [(node, "the test's node")]
+        control_plane = f"{node.cluster}-control-plane"
+        if node.name != control_plane:
+            views.append((dataclasses.replace(node, name=control_plane), "the API server's node"))
+        parts = []
+        for each, role in views:
+            try:
+                parts.append(f"# {each.name} ({role})\n" + KindNodeKubelet(each, self.progress).inside_view())
+            except Exception as error:  # noqa: BLE001 - the other node's view still helps
+                parts.append(f"# {each.name} ({role}): could not read it: {error}")
+        return "\n".join(parts)
 
     def kubelet_without_swap(self, node: SwapNode) -> AbstractContextManager[None]:
         raise SharedSwapError(node.behavior, f"{node.name} is a container on the kind host, whose kernel's swap every"

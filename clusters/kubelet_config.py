@@ -36,7 +36,7 @@ class KubeletConfigError(RuntimeError):
 # API server stops answering a test, this tells a control plane that stopped or restarted (its
 # pods' log files are numbered by restart) or a starved node from a broken path to it.
 INSIDE_VIEW = r"""
-echo "## load, memory, pressure"; uptime; free -m
+echo "## load, memory, pressure (the kernel's: on kind, the host's, shared by every node)"; uptime; free -m
 for f in /proc/pressure/cpu /proc/pressure/memory; do echo "$f: $(head -n 1 "$f" 2>&1)"; done
 echo "## services"; for u in kubelet containerd; do echo "$u: $(systemctl is-active "$u" 2>&1)"; done
 echo "## listening on the API server's port"; ss -Htln 'sport = :6443' 2>&1
@@ -186,11 +186,32 @@ class NodeKubelet(ABC):
             self.restart_with(self.read_config(), lambda live: True, "swap off: kubelet restart", timeout)
             yield
         finally:
-            still_on = set(swap_areas(self.node_command(refusal.PROC_SWAPS_COMMAND)))
-            off = [area for area in areas if area not in still_on]
-            if off:
-                self.node_command(["swapon", *off])
+            self._swap_back_on(areas, timeout)
+
+    def _swap_back_on(self, areas: Sequence[str], timeout: float) -> None:
+        """Each area on again, on its own (one that fails keeps no other off; one already on is
+        left), then the kubelet restarted whatever happened, so that it reads its machine's swap
+        again. What failed is raised after: a node left without swap would fail later tests."""
+        problems: list[str] = []
+        try:
+            on = set(swap_areas(self.node_command(refusal.PROC_SWAPS_COMMAND)))
+        except Exception as error:  # noqa: BLE001 - swapon every area then; "busy" means it is on
+            on = set()
+            problems.append(f"reading /proc/swaps: {error}")
+        for area in areas:
+            if area in on:
+                continue
+            try:
+                self.node_command(["swapon", area])
+            except Exception as error:  # noqa: BLE001 - the others and the restart still go ahead
+                if "busy" not in str(error).lower():
+                    problems.append(f"swapon {area}: {error}")
+        try:
             self.restart_with(self.read_config(), lambda live: True, "swap back on: kubelet restart", timeout)
+        except Exception as error:  # noqa: BLE001 - said below with the rest
+            problems.append(f"kubelet restart: {error}")
+        if problems:
+            raise KubeletConfigError("the node's swap could not be put back as it was: " + "; ".join(problems))
 
     def _restart_marks(self) -> tuple[float, str]:
         """Read before a restart: the node's clock, and the running kubelet's pid, whose lines

@@ -49,15 +49,17 @@ def _overloaded(error: Exception) -> bool:
     return isinstance(error, ApiException) and (error.status == 429 or error.status in RETRIED_STATUSES)
 
 
-# How a lost connection to the API server reads once a wait has turned it into text.
+# How a lost connection to the API server reads once a bounded wait has turned it into text.
 _CONNECTION_LOST = ("Connection refused", "Connection reset", "Connection aborted", "EOF occurred in violation",
                     "Max retries exceeded", "RemoteDisconnected", "Read timed out")
 
 
 def connection_lost(error: BaseException) -> bool:
-    """Whether an error (or one it was raised from) is the API server not answering at the
-    connection level (refused, reset, a TLS handshake cut, no answer in time), as opposed to an
-    answer: then what the node itself shows is worth seeing."""
+    """Whether an error, or one it was raised from, is the API server not answering at the
+    connection level (the client library's connection errors: refused, reset, a TLS handshake
+    cut, no answer in time), as opposed to an answer (a status, a wrong value) or an error of
+    another channel (the vm guest agent's socket). A certificate the client refuses is a wrong
+    kubeconfig, not a lost server; a context suppressed (`raise ... from None`) is not followed."""
     import ssl
 
     from urllib3.exceptions import HTTPError as Urllib3Error
@@ -66,11 +68,14 @@ def connection_lost(error: BaseException) -> bool:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, (Urllib3Error, ssl.SSLError, ConnectionError, TimeoutError)):
+        # urllib3 keeps the verification error as a MaxRetryError's reason, or as text only
+        if isinstance(current, ssl.SSLCertVerificationError) or "certificate verify failed" in str(current).lower():
+            return False
+        if isinstance(current, (Urllib3Error, ssl.SSLEOFError)):
             return True
-        if any(marker in str(current) for marker in _CONNECTION_LOST):
-            return True  # e.g. a bounded wait's last state, as text
-        current = current.__cause__ or current.__context__
+        if isinstance(current, AssertionError) and any(marker in str(current) for marker in _CONNECTION_LOST):
+            return True  # a bounded wait's last state
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return False
 
 

@@ -171,8 +171,8 @@ def test_a_kubelet_started_without_swap_reports_no_node_swap(swap_node: SwapNode
 
     The MachineInfo setter (nodestatus/setters.go) sets the field only when cAdvisor's swap
     capacity is not 0, and never clears it: a kubelet restarted after swapoff keeps the Node's
-    old capacity. So with swap off and the kubelet restarted, the test removes nodeInfo.swap and
-    nodeInfo.bootID from the Node's status: the same setter writes bootID back at its next status
+    old capacity. So with swap off and the kubelet restarted, the test removes nodeInfo.swap from
+    the Node's status and empties nodeInfo.bootID: the same setter writes bootID back at its next status
     sync, so once bootID is back the setter has run on the cleared status, and nodeInfo.swap must
     still be out (a kubelet reporting a capacity of 0 puts it back). Swap on again and the kubelet
     restarted, nodeInfo.swap.capacity must be /proc/meminfo's SwapTotal again. One behavior: the
@@ -193,20 +193,24 @@ def test_a_kubelet_started_without_swap_reports_no_node_swap(swap_node: SwapNode
         info = node_info()
         return info if info.get("bootID") else None
 
-    with without_swap:
-        stale = node_info()
-        swap_total = ws.node_files().meminfo()["SwapTotal"]
-        assert swap_total == 0, f"swap is still on after swapoff: SwapTotal {swap_total}"
-        observer.remove_node_info(["bootID"] + (["swap"] if "swap" in stale else []))
-        synced = wait_for("the kubelet's status sync to write nodeInfo.bootID back", synced_info, waits.NODE_STATUS,
-                          lambda: f"nodeInfo {node_info()}")
-        claim(ws.record, "nodeInfo.swap on a machine without swap", oracle.node_swap_status(0), synced.get("swap"),
-              "SwapTotal 0 at the kubelet's start; nodeInfo.swap removed, bootID back",
-              explain=f"nodeInfo before the removal (the restarted kubelet leaves the old field) {stale};"
-                      f" after the kubelet's sync {synced}")
+    try:
+        with without_swap:
+            stale = node_info()
+            swap_total = ws.node_files().meminfo()["SwapTotal"]
+            assert swap_total == 0, f"swap is still on after swapoff: SwapTotal {swap_total}"
+            # bootID has no omitempty: "removed", it reads "" until the kubelet writes it again
+            observer.remove_node_info(["bootID"] + (["swap"] if "swap" in stale else []))
+            synced = wait_for("the kubelet's status sync to write nodeInfo.bootID back", synced_info,
+                              waits.NODE_STATUS, lambda: f"nodeInfo {node_info()}")
+            claim(ws.record, "nodeInfo.swap on a machine without swap", oracle.node_swap_status(0), synced.get("swap"),
+                  "SwapTotal 0 at the kubelet's start; nodeInfo.swap removed and bootID emptied, bootID back",
+                  explain=f"nodeInfo before the removal (the restarted kubelet leaves the old field) {stale};"
+                          f" after the kubelet's sync {synced}")
+    finally:
+        # However the block ended, the Node reports its swap again before the next test reads it.
+        back = wait_for("nodeInfo.swap after swap is back on", lambda: node_info().get("swap"), waits.NODE_STATUS,
+                        lambda: f"nodeInfo {node_info()}")
     swap_total = ws.node_files().meminfo()["SwapTotal"]
-    back = wait_for("nodeInfo.swap after swap is back on", lambda: node_info().get("swap"), waits.NODE_STATUS,
-                    lambda: f"nodeInfo {node_info()}")
     claim(ws.record, "nodeInfo.swap with swap back on", oracle.node_swap_status(swap_total), back,
           f"SwapTotal {swap_total} (/proc/meminfo) at the kubelet's restart", explain=f"nodeInfo {node_info()}")
 

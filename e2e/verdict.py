@@ -13,11 +13,11 @@ verdict on it. Pure functions of the results, so every rule is self-tested.
     `min_kubernetes`/`min_kernel` skip ("needs kubelet >= 1.33; node N runs v1.32.4", re-checked
     here: the version it names must really be older), or, on NoSwap and LimitedSwap, the
     KEP-5359 test's "the API server refuses resources.limits.swap" (raised only after the
-    server's own message named the field as refused), or the hard-threshold eviction test's "the
-    node runs the API server in its pods cgroup" (raised only after the API server's pod was seen
-    on that node: a single-node cluster such as the vm provider's, where squeezing the pods
-    cgroup starves the control plane; kind's workers run it), or the swapoff test's "the node's
-    swap is its host's" (raised where the provider says so: kind). A provider that cannot do what a
+    server's own message named the field as refused), or one of TOPOLOGY_SKIPS, each for its one
+    test: the hard-threshold eviction test's "the node runs the API server in its pods cgroup"
+    (raised only after the API server's pod was seen on that node: the vm node, kind's control
+    plane; squeezing the pods cgroup would starve the control plane) and the swapoff test's "the
+    node's swap is its host's" (raised where the provider says so: kind). A provider that cannot do what a
     test needs ("cannot set a kubelet's eviction thresholds") is "could not test": it fails the gate.
 """
 
@@ -67,6 +67,11 @@ HOSTS_THE_API_SERVER = "the node runs the API server in its pods cgroup, which t
 # The skip of e2e/test_kubelet_restart.py's swapoff test where the provider says the node's swap is
 # its host's, shared by every node there (clusters.provider.SharedSwapError: kind).
 SWAP_SHARED_BY_NODES = "the node's swap is its host's, shared with other nodes"
+# Skips a provider's node topology forces on one test, accepted for that test only (decision 0022).
+TOPOLOGY_SKIPS: dict[str, tuple[str, str]] = {
+    HOSTS_THE_API_SERVER: ("test_eviction", "test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold"),
+    SWAP_SHARED_BY_NODES: ("test_kubelet_restart", "test_a_kubelet_started_without_swap_reports_no_node_swap"),
+}
 # e2e/plugin/nodes.py skip_if_too_old: f"needs {what} >= {version}; node {name} runs {have}"
 _TOO_OLD = re.compile(r"needs (?P<what>kubelet|kernel) >= (?P<needed>\S+); node (?P<node>\S+) runs (?P<have>\S+)")
 
@@ -81,6 +86,10 @@ class Result:
     @property
     def module(self) -> str:
         return self.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+    @property
+    def function(self) -> str:
+        return self.nodeid.split("::", 1)[-1].split("[", 1)[0]
 
 
 def final_results(phases: Iterable[tuple[str, str, str, str, str]]) -> list[Result]:
@@ -119,16 +128,15 @@ def too_old(reason: str) -> bool:
         return False
 
 
-def accepted_skip(behavior: str, module: str, reason: str) -> bool:
-    """A skip the gate accepts in a required module (module docstring)."""
+def accepted_skip(behavior: str, module: str, reason: str, function: str = "") -> bool:
+    """A skip the gate accepts in a required module (module docstring); `function`: the test's."""
     if is_core(behavior, module):
         return False
     if too_old(reason):
         return True
-    if module == "test_eviction":
-        return reason.startswith(HOSTS_THE_API_SERVER)
-    if module == "test_kubelet_restart":
-        return reason.startswith(SWAP_SHARED_BY_NODES)
+    for prefix, where in TOPOLOGY_SKIPS.items():
+        if reason.startswith(prefix):
+            return (module, function) == where
     return (module == "test_workload_controlled_swap" and behavior != WORKLOAD_CONTROLLED_SWAP
             and reason.startswith(NO_LIMITS_SWAP_API))
 
@@ -169,7 +177,7 @@ def gate_problems(results: Sequence[Result], required: Sequence[str]) -> list[st
                     problems.append(head + (f" ({'; '.join(reasons)})" if reasons else ""))
             else:
                 refused = sorted({r.reason for r in mine if r.outcome == "skipped"
-                                  and not accepted_skip(behavior, module, r.reason)})
+                                  and not accepted_skip(behavior, module, r.reason, r.function)})
                 if counts["failed"] or refused:
                     problems.append(head + (f" (could not test: {'; '.join(refused)})" if refused else ""))
     return problems

@@ -4,6 +4,7 @@ is under test here is the verdict on results, not a node."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -80,11 +81,9 @@ def skipped(behavior: str, module: str, reason: str) -> list[Result]:
     # KEP-5359 absent: accepted on NoSwap (the field has nothing to change there)
     ("test_workload_controlled_swap", verdict.NO_LIMITS_SWAP_API + ': Pod "limits-swap-probe" is invalid: ...', True),
     ("test_workload_controlled_swap", "the API server refuses the probe for another reason", False),
-    # the hard-threshold eviction test on a node hosting the API server: accepted there only
+    # a topology skip: accepted for its one test only (test_s here: no such test)
     ("test_eviction", verdict.HOSTS_THE_API_SERVER + " (kube-system/kube-apiserver-n1 on n1): a worker node runs this test",
-     True),
-    ("test_resize", verdict.HOSTS_THE_API_SERVER + " (kube-system/kube-apiserver-n1 on n1)", False),
-    ("test_eviction", "the API server (kube-system/kube-apiserver-n1) runs in this node's pods cgroup", False),
+     False),
 ])
 def test_a_required_module_accepts_only_checked_skips(module: str, reason: str, accepted: bool) -> None:
     problems = verdict.gate_problems(skipped("NoSwap", module, reason), ["NoSwap"])
@@ -92,6 +91,20 @@ def test_a_required_module_accepts_only_checked_skips(module: str, reason: str, 
         assert problems == []
     else:
         assert len(problems) == 1 and problems[0].startswith(f"NoSwap: {module}: ") and reason in problems[0], problems
+
+
+@pytest.mark.parametrize("reason", list(verdict.TOPOLOGY_SKIPS))
+def test_a_topology_skip_is_accepted_for_its_one_test_only(reason: str) -> None:
+    module, function = verdict.TOPOLOGY_SKIPS[reason]
+    assert function in vars(importlib.import_module(f"e2e.{module}")), f"{module}.{function} is no test"
+    said = f"{reason} (what the test saw)"
+    results = [r for r in passing("NoSwap") if r.module != module]
+    own = Result(f"e2e/{module}.py::{function}[NoSwap]", "NoSwap", "skipped", said)
+    other = Result(f"e2e/{module}.py::test_other[NoSwap]", "NoSwap", "skipped", said)
+    assert verdict.gate_problems(results + [own], ["NoSwap"]) == []
+    assert verdict.gate_problems(results + [own, other], ["NoSwap"]) == [
+        f"NoSwap: {module}: 0 passed, 0 failed, 2 skipped (could not test: {said})"]
+    assert not verdict.accepted_skip("NoSwap", module, "another reason", function)
 
 
 def test_a_failure_in_a_required_module_fails_the_gate_even_beside_accepted_skips() -> None:

@@ -28,15 +28,24 @@ def raised_from(error: BaseException, cause: BaseException) -> BaseException:
         return outer
 
 
+def raised_from_none(error: BaseException, context: BaseException) -> BaseException:
+    try:
+        try:
+            raise context
+        except BaseException:
+            raise error from None
+    except BaseException as outer:
+        return outer
+
+
 @pytest.mark.parametrize("error", [
     ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer")),
     MaxRetryError(None, "/api/v1/nodes/n1", "no answer"),
     ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)"),
-    ConnectionRefusedError(111, "Connection refused"),
     raised_from(RuntimeError("the node did not come back"), ProtocolError("Connection aborted.")),
     WaitTimeout("gave up after 120s waiting for the node Ready; last seen: MaxRetryError(\"HTTPSConnectionPool("
                 "host='127.0.0.1', port=59883): Max retries exceeded with url: /api/v1/nodes/ksc-node\")"),
-], ids=["reset", "retries", "tls-cut", "refused", "cause", "wait-text"])
+], ids=["reset", "retries", "tls-cut", "cause", "wait-text"])
 def test_a_lost_connection_is_seen_however_it_is_wrapped(error: BaseException) -> None:
     assert connection_lost(error)
 
@@ -46,7 +55,14 @@ def test_a_lost_connection_is_seen_however_it_is_wrapped(error: BaseException) -
     ApiException(status=404, reason="Not Found"),
     ApiException(status=503, reason="Service Unavailable"),  # an answer: retried elsewhere, not a lost node
     WaitTimeout("gave up after 600s waiting for stress to terminate; last seen: phase=Running"),
-], ids=["wrong-value", "404", "503", "wait"])
+    # the vm guest agent's own socket: not the API server
+    TimeoutError("timed out"), ConnectionResetError(104, "Connection reset by peer"),
+    RuntimeError("guest command swapoff /swapfile failed: Connection refused"),
+    # a wrong kubeconfig: the client refuses the server's certificate
+    MaxRetryError(None, "/api", ssl.SSLCertVerificationError(1, "certificate verify failed")),
+    # the discovery's permanent error raised `from None` over a urllib3 error
+    raised_from_none(RuntimeError("the kubeconfig's credentials are refused"), ProtocolError("Connection aborted.")),
+], ids=["wrong-value", "404", "503", "wait", "agent-timeout", "agent-reset", "agent-text", "bad-cert", "from-none"])
 def test_an_answer_is_not_a_lost_connection(error: BaseException) -> None:
     assert not connection_lost(error)
 
