@@ -19,20 +19,14 @@ import os
 import re
 from pathlib import Path
 
-from clusters.provider import Provider, SwapNode
+from tests.standin_provider import StandInProvider
 
 
-class MarkingProvider(Provider):
+class MarkingProvider(StandInProvider):
     name = "marking"
-
-    def coverage(self, behaviors):
-        return dict.fromkeys(behaviors)
 
     def preflight(self, behaviors):
         Path(os.environ["KSC_PREFLIGHT_MARK"]).write_text("preflight ran")
-
-    def node_for(self, behavior):
-        return SwapNode(behavior, "marking", "c", "kc", "n", "v1.37.1", "6.12.0", 4 << 30, 4 << 30, 2 << 30, True)
 
 
 def pytest_ksc_make_provider(config):

@@ -198,9 +198,9 @@ def test_summary_is_derived_from_results() -> None:
 # --- whole runs ------------------------------------------------------------------------------
 
 FAKE_PROVIDER = '''
-from clusters.provider import Provider, SwapNode
+from tests.standin_provider import StandInProvider
 
-class FakeProvider(Provider):
+class FakeProvider(StandInProvider):
     name = "fake"
     def __init__(self, progress):
         self.progress = progress
@@ -209,9 +209,8 @@ class FakeProvider(Provider):
     def prepare(self, behaviors):
         for b in behaviors:
             self.progress(f"creating the {b} cluster")
-    def node_for(self, behavior):
-        return SwapNode(behavior, "fake", "c", "kc", "node-" + behavior.lower(), "v1.37.1", "6.12.0", 4 << 30,
-                        4 << 30, 2 << 30, True)
+    def node_name(self, behavior):
+        return "node-" + behavior.lower()
 
 def pytest_ksc_make_provider(config):  # the suite's hook: this plugin (-p fake) offers the provider
     from e2e.plugin.state import progress_for

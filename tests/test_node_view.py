@@ -71,17 +71,14 @@ VIEWING_PROVIDER = '''
 import os
 from pathlib import Path
 
-from clusters.provider import Provider, SwapNode
+from tests.standin_provider import StandInProvider
 
 
-class ViewingProvider(Provider):
+class ViewingProvider(StandInProvider):
     name = "viewing"
 
-    def coverage(self, behaviors):
-        return dict.fromkeys(behaviors)
-
-    def node_for(self, behavior):
-        return SwapNode(behavior, "viewing", "c", "kc", "n1", "v1.37.2", "6.12.0", 4 << 30, 4 << 30, 2 << 30, True)
+    def node_name(self, behavior):
+        return "n1"
 
     def node_view(self, node):
         looks = Path(os.environ["KSC_VIEW_LOOKS"])
