@@ -314,7 +314,7 @@ class Runner:
             grace = commands.OWN_COMMAND_GRACE  # interrupted: the run removes its VM or clusters first
             if not suite:
                 return commands.run(argv, timeout=None, cwd=ROOT, stdout=subprocess.PIPE, stderr=f, grace=grace)
-            with commands.started(argv, grace, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            with commands.started(argv, grace, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, drained=f.write,
                                   text=True) as proc:
                 assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
                 for line in proc.stdout:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,14 +28,22 @@ def start(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
     return subprocess.Popen(list(argv), start_new_session=True, **kwargs)
 
 
-def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> None:
+def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> Any:
     """End the command's process group: SIGTERM first and up to `grace` seconds for the command
     to exit (what it owns removed), then SIGKILL to whatever is left; reap the command. A second
-    interrupt meanwhile cuts the grace short, never the kill."""
+    interrupt meanwhile cuts the grace short, never the kill.
+
+    During the grace, what the command writes to our pipes is read, and returned (its stdout,
+    or None): a command that reports what it removes would otherwise block on a full pipe that
+    nobody reads any more, and spend its grace doing nothing."""
+    drained = None
     if grace > 0 and proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=grace)
+            if proc.stdout is not None or proc.stderr is not None:
+                drained, _ = proc.communicate(timeout=grace)
+            else:
+                proc.wait(timeout=grace)
         except (ProcessLookupError, subprocess.TimeoutExpired, KeyboardInterrupt):
             pass
     try:
@@ -43,17 +51,22 @@ def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+    return drained
 
 
 @contextmanager
-def started(argv: Sequence[str], grace: float, **kwargs: Any) -> Iterator[subprocess.Popen]:
+def started(argv: Sequence[str], grace: float, *, drained: Callable[[Any], object] | None = None,
+            **kwargs: Any) -> Iterator[subprocess.Popen]:
     """The command started (start) for the block, which reads it; if the block ends by an
-    exception (an interrupt), the command's group is ended first (kill_group, `grace`)."""
+    exception (an interrupt), the command's group is ended first (kill_group, `grace`), and what
+    it wrote meanwhile goes to `drained` (when it wrote something)."""
     proc = start(argv, **kwargs)
     try:
         yield proc
     except BaseException:
-        kill_group(proc, grace)
+        out = kill_group(proc, grace)
+        if out and drained is not None:
+            drained(out)
         raise
 
 

@@ -97,3 +97,36 @@ def test_every_bench_runs_the_commands_it_owns_through_the_grace(module: str) ->
     source = inspect.getsource(importlib.import_module(module))
     assert "subprocess.Popen(" not in source
     assert "grace" in source
+
+
+# A command that, told to stop, reports what it removes: far more than a pipe holds (64 KiB).
+TALKATIVE = textwrap.dedent("""
+    import signal, sys, time
+    def stop(signum, frame):
+        for i in range(20000):
+            print(f"removing part {i} of what this run made")
+        sys.exit(3)
+    signal.signal(signal.SIGTERM, stop)
+    print("started", flush=True)
+    while True:
+        time.sleep(0.1)
+""")
+
+
+def test_an_interrupted_command_that_reports_its_cleanup_is_read_to_its_end(tmp_path: Path) -> None:
+    """Its report is read while it has its grace (a full pipe would block it until the kill) and
+    handed to the caller's log."""
+    from clusters import commands
+
+    (tmp_path / "talkative.py").write_text(TALKATIVE)
+    log: list[str] = []
+    begun = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with commands.started([sys.executable, str(tmp_path / "talkative.py")], 60, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, drained=log.append) as proc:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == "started\n"
+            raise KeyboardInterrupt
+    assert proc.returncode == 3  # it exited by itself, not by the SIGKILL after the grace
+    assert time.monotonic() - begun < 30
+    assert "".join(log).splitlines()[-1] == "removing part 19999 of what this run made"

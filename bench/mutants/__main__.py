@@ -266,7 +266,7 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
     with open(log, "w") as f:
         # interrupted: the run tears down what it made, then its group goes
         with commands.started(argv, commands.OWN_COMMAND_GRACE, cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) as proc:
+                              stderr=subprocess.STDOUT, drained=f.write, text=True) as proc:
             assert proc.stdout is not None  # noqa: S101 - narrows the type: stdout=PIPE
             for line in proc.stdout:
                 f.write(line)
