@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import re
 import socket
 import threading
-import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,10 +18,9 @@ import pytest
 
 from clusters.discovery import DiscoveryError, api_client, discover
 from e2e import observe
+from tests.suite_project import the_suite
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def kubeconfig_for(path: Path, server: str) -> Path:
@@ -238,11 +237,7 @@ def test_a_kubeconfig_that_is_not_one_is_named_so(tmp_path: Path, text: str, fou
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_swap="def test_any(swap_node):\n    pass\n")
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    return pytester
+    return the_suite(pytester, monkeypatch, test_swap="def test_any(swap_node):\n    pass\n")
 
 
 def test_run_with_a_list_kubeconfig_says_so(suite: pytest.Pytester) -> None:
@@ -360,13 +355,11 @@ def test_sigterm_takes_the_ctrl_c_path(pytester: pytest.Pytester, tmp_path: Path
     import sys
     import time as clock
 
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_slow=SLOW_TEST_WITH_TEARDOWN)
+    the_suite(pytester, monkeypatch, test_slow=SLOW_TEST_WITH_TEARDOWN)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     # pytester.popen starts the child with a copy of os.environ (and its own PYTHONPATH)
-    for key, value in dict(PYTHONPATH=str(REPO), TMPDIR=str(tmp), KSC_MARK=str(tmp_path / "mark"),
+    for key, value in dict(TMPDIR=str(tmp), KSC_MARK=str(tmp_path / "mark"),
                            KSC_STARTED=str(tmp_path / "started")).items():
         monkeypatch.setenv(key, value)
     proc = pytester.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--rootdir={pytester.path}"])
@@ -383,12 +376,9 @@ def test_sigterm_takes_the_ctrl_c_path(pytester: pytest.Pytester, tmp_path: Path
 
 def test_keep_clusters_leaves_no_run_directory(pytester: pytest.Pytester, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    the_suite(pytester, monkeypatch, test_x="def test_x():\n    pass\n")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.setenv("TMPDIR", str(tmp))
     result = pytester.runpytest_subprocess("--keep-clusters", "-p", "no:cacheprovider")
     assert result.ret == 0

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite_project import the_suite
+
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -17,10 +19,7 @@ GIT = shutil.which("git") or "git"  # found before a test empties PATH
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_swap="def test_any(swap_node):\n    pass\n")
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    the_suite(pytester, monkeypatch, test_swap="def test_any(swap_node):\n    pass\n")
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the run directory would be
     # Should a value get past the options, nothing real may start: no tool on PATH (preflight

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite_project import the_suite
+
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parent.parent
 
 # A provider whose preflight leaves a mark: the run's own hook (pytest_ksc_make_provider) offers it.
 MARKING_PROVIDER = '''
@@ -41,10 +42,7 @@ def test_any(swap_node):
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(marking=MARKING_PROVIDER, test_swap=TESTS)
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{pytester.path}")
+    the_suite(pytester, monkeypatch, marking=MARKING_PROVIDER, test_swap=TESTS)
     monkeypatch.setenv("KSC_PREFLIGHT_MARK", str(tmp_path / "preflight-ran"))
     monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
     return pytester

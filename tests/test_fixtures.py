@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pytester"]
+from tests.suite_project import the_suite
 
-REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["pytester"]
 
 TESTS = """
 import pytest
@@ -27,11 +27,7 @@ def test_named(limited_swap_node):
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_swap=TESTS)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    return pytester
+    return the_suite(pytester, monkeypatch, test_swap=TESTS)
 
 
 def test_behaviors_parametrize_test_ids(suite: pytest.Pytester) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from e2e import verdict
 from e2e.verdict import Result
+from tests.suite_project import the_suite
 
 pytest_plugins = ["pytester"]
 
@@ -236,11 +237,7 @@ N = len(MODULES)  # each module of the fake suite has a test of every behavior; 
 
 @pytest.fixture
 def gated_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(fake=FAKE_PROVIDER, **{m: CORE_TEST for m in MODULES})
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{pytester.path}")
-    return pytester
+    return the_suite(pytester, monkeypatch, fake=FAKE_PROVIDER, **{m: CORE_TEST for m in MODULES})
 
 
 def run(suite: pytest.Pytester, *args: str):

@@ -28,6 +28,7 @@ from clusters.preflight import DockerHost
 from clusters.shared import created
 from tests import fake_kind
 from tests.fake_kind import HINT, KIND_HOST_ENV, FakeKindHost
+from tests.suite_project import the_suite
 
 pytest_plugins = ["pytester"]
 
@@ -42,11 +43,8 @@ IMAGE = KIND_HOST_ENV["KSC_KIND_NODE_IMAGE"]
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     """A run on a machine whose Docker runs cgroup v1 (the fake's local engine), with the fake
     kind host: auto on, no DOCKER_HOST or kind host variable inherited."""
-    pytester.makeconftest((REPO / "conftest.py").read_text() + fake_kind.KIND_HOST_PLUGIN)
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_swap=NEEDS_A_NODE)
+    the_suite(pytester, monkeypatch, conftest_extra=fake_kind.KIND_HOST_PLUGIN, test_swap=NEEDS_A_NODE)
     fake_kind.install(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
     for key, value in fake_kind.environment(tmp_path, FAKE_DOCKER_LOCAL="cgroup-v1").items():
         monkeypatch.setenv(key, value)
     for key in (kind_autohost.AUTO_VARIABLE, *KIND_HOST_ENV):

@@ -140,9 +140,9 @@ def test_accelerator_can_be_forced_and_rejects_nonsense(monkeypatch: pytest.Monk
     qemu.choose_accel.cache_clear()
     monkeypatch.delenv("KSC_VM_TCG_THREAD", raising=False)
     monkeypatch.delenv("KSC_VM_TCG_TB_MIB", raising=False)
-    assert qemu.Accel("tcg", "").argv() == ["-accel", "tcg,thread=multi,tb-size=2048", "-cpu", "max"]
+    assert qemu.Accel("tcg", "").argv() == ["-accel", "tcg,thread=multi,tb-size=2048"]
     monkeypatch.setenv("KSC_VM_TCG_TB_MIB", "512")
-    assert qemu.Accel("tcg", "").argv() == ["-accel", "tcg,thread=multi,tb-size=512", "-cpu", "max"]
+    assert qemu.Accel("tcg", "").argv() == ["-accel", "tcg,thread=multi,tb-size=512"]
     monkeypatch.setenv("KSC_VM_TCG_TB_MIB", "2G")
     with pytest.raises(cli.UsageError, match="^KSC_VM_TCG_TB_MIB=2G is not a size in MiB"):
         qemu.Accel("tcg", "").argv()

@@ -12,10 +12,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError, ProtocolError
 
 from e2e.observe import WaitTimeout, connection_lost
+from tests.suite_project import the_suite
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def raised_from(error: BaseException, cause: BaseException) -> BaseException:
@@ -110,10 +109,7 @@ def test_wrong_value(swap_node):
 
 def test_a_failure_where_the_api_server_went_shows_the_node_once_per_loss(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(viewing=VIEWING_PROVIDER, test_lost=TESTS)
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{pytester.path}")
+    the_suite(pytester, monkeypatch, viewing=VIEWING_PROVIDER, test_lost=TESTS)
     monkeypatch.setenv("KSC_VIEW_LOOKS", str(tmp_path / "looks"))
     monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
     result = pytester.runpytest_subprocess("-p", "viewing", "-p", "no:cacheprovider", "--behaviors=LimitedSwap",

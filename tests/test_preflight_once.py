@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests import fake_kind
+from tests.suite_project import the_suite
 from tests.test_bad_inputs import html_server, kubeconfig_for, silent_server, unauthorized_server  # noqa: F401 - fixtures
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parent.parent
 
 TESTS = """
 import pytest
@@ -30,11 +29,8 @@ def test_many(limited_swap_node, n):
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_swap=TESTS)
+    the_suite(pytester, monkeypatch, test_swap=TESTS)
     fake_kind.install(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
     for key, value in fake_kind.environment(tmp_path).items():
         monkeypatch.setenv(key, value)
     return pytester

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from clusters import cli, progress
 from clusters.discovery import DiscoveryError, discover
 from clusters.redact import MASK, redact
+from tests.suite_project import the_suite
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parent.parent
 PASSWORD = "hunter2-Pa55word"
 TOKEN = "tok3n.S3cretBearerValue"
 SECRETS = (PASSWORD, TOKEN)
@@ -203,10 +203,7 @@ def test_a_discovery_error_names_the_server_without_its_password(tmp_path: Path)
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    return pytester
+    return the_suite(pytester, monkeypatch)
 
 
 @pytest.mark.parametrize("server", ["refusing", "echoing"])

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests import fake_kind
+from tests.suite_project import the_suite
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parent.parent
 
 NEEDS_A_NODE = "def test_any(swap_node):\n    pass\n"
 
@@ -34,10 +33,8 @@ PASSING_TEST = "def test_ok(swap_provider):\n    pass\n"
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
+    the_suite(pytester, monkeypatch)
     fake_kind.install(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{pytester.path}")
     for key, value in fake_kind.environment(tmp_path).items():
         monkeypatch.setenv(key, value)
     return pytester

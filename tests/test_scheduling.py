@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from e2e.plugin.workers import behavior_in_nodeid, pick, pytest_xdist_make_scheduler
+from tests.suite_project import the_suite
 
 pytest_plugins = ["pytester"]
 
@@ -71,11 +72,9 @@ def test_one(behavior, n):
 
 def test_under_xdist_each_behavior_starts_on_a_worker_of_its_own_and_the_idle_one_takes_the_last(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyfile(test_workers=WORKERS)
+    the_suite(pytester, monkeypatch, pyproject=False, test_workers=WORKERS)
     log = pytester.path / "workers.log"
     monkeypatch.setenv("KSC_TEST_LOG", str(log))
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--provider", "kind")
     assert result.ret == 0, result.stdout.str()

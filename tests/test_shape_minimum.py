@@ -3,13 +3,11 @@ as a `min_kubernetes` marker, which skips only that shape's tests on an older no
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-pytest_plugins = ["pytester"]
+from tests.suite_project import the_suite
 
-REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["pytester"]
 
 TESTS = """
 import pytest
@@ -31,10 +29,7 @@ def test_pod_level_shapes_skip_on_kubelets_before_1_34_and_only_them(pytester: p
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from workloads.pods import QOS_SHAPES
 
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyprojecttoml((REPO / "pyproject.toml").read_text().replace('testpaths = ["tests"]', ""))
-    pytester.makepyfile(test_shapes=TESTS)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    the_suite(pytester, monkeypatch, test_shapes=TESTS)
     result = pytester.runpytest_subprocess("-rs", "-v", "-p", "no:cacheprovider")
     pod_level = sorted(s.id for s in QOS_SHAPES if s.min_kubernetes == "1.34")
     assert len(pod_level) == 3

@@ -33,6 +33,10 @@ def test_kubeadm_config_carries_the_kind_patch(behavior):
     assert set(init["skipPhases"]) == {"addon/coredns", "addon/kube-proxy"}
     assert cluster["kubernetesVersion"] == "v1.36.3"
     assert "127.0.0.1" in cluster["apiServer"]["certSANs"]
+    assert cluster["encryptionAlgorithm"] == "ECDSA-P256"  # a v1beta4 field (kubeadm 1.31+)
+    assert {"name": "enable-priority-and-fairness", "value": "false"} in cluster["apiServer"]["extraArgs"]
+    assert init["timeouts"]["kubernetesAPICall"] == "30m0s"
+    assert cluster["encryptionAlgorithm"] == "ECDSA-P256"  # a v1beta4 field (kubeadm 1.31+)
     assert cluster["networking"]["podSubnet"] == guestfiles.POD_SUBNET
 
 
