@@ -65,14 +65,9 @@ class Accel:
     def argv(self) -> list[str]:
         if self.name == "kvm":
             return ["-accel", "kvm", "-cpu", "host"]
-        return ["-accel", f"tcg,thread={inputs.variable('KSC_VM_TCG_THREAD', 'multi')},tb-size={tcg_tb_mib()}",
-                "-cpu", TCG_CPU]
-
-
-# QEMU's default TCG CPU (qemu64) has no AES-NI, PCLMULQDQ, SSE4 or POPCNT, so every TLS handshake
-# and request of the node's Go daemons (API server, etcd, kubelet, controllers) runs the generic
-# crypto and runtime code; "max" gives the guest every feature TCG emulates.
-TCG_CPU = "max"
+        # No -cpu under TCG: QEMU's default (qemu64) runs the node's Go code no slower than
+        # "max", whose AES-NI, SSE4 and AVX2 are emulated too (docs/measurements/build-and-boot.md).
+        return ["-accel", f"tcg,thread={inputs.variable('KSC_VM_TCG_THREAD', 'multi')},tb-size={tcg_tb_mib()}"]
 
 
 # TCG's cache of translated code, in MiB: QEMU's default, 1 GiB, held a guest with a kind cluster
