@@ -33,11 +33,37 @@ def test_kubeadm_config_carries_the_kind_patch(behavior):
     assert set(init["skipPhases"]) == {"addon/coredns", "addon/kube-proxy"}
     assert cluster["kubernetesVersion"] == "v1.36.3"
     assert "127.0.0.1" in cluster["apiServer"]["certSANs"]
-    assert cluster["encryptionAlgorithm"] == "ECDSA-P256"  # a v1beta4 field (kubeadm 1.31+)
-    assert {"name": "enable-priority-and-fairness", "value": "false"} in cluster["apiServer"]["extraArgs"]
     assert init["timeouts"]["kubernetesAPICall"] == "30m0s"
-    assert cluster["encryptionAlgorithm"] == "ECDSA-P256"  # a v1beta4 field (kubeadm 1.31+)
     assert cluster["networking"]["podSubnet"] == guestfiles.POD_SUBNET
+
+
+def test_an_emulated_node_gets_a_lighter_control_plane_and_the_same_kubelet():
+    """Under TCG (decision 0023) the control plane runs on one Go thread each, with ECDSA keys and
+    without priority and fairness; the kubelet (under test) is the same document as on KVM."""
+    plain, emulated = (_docs(node.kubeadm_config("v1.37.1", "LimitedSwap", ("WorkloadControlledSwap",), emulated=e)[0])
+                       for e in (False, True))
+    assert emulated["KubeletConfiguration"] == plain["KubeletConfiguration"]
+    assert emulated["InitConfiguration"] == plain["InitConfiguration"]
+    cluster, before = emulated["ClusterConfiguration"], plain["ClusterConfiguration"]
+    assert cluster["encryptionAlgorithm"] == "ECDSA-P256" and "encryptionAlgorithm" not in before
+    one = [{"name": "GOMAXPROCS", "value": "1"}]
+    assert [cluster[c]["extraEnvs"] for c in ("apiServer", "controllerManager", "scheduler")] == [one] * 3
+    assert cluster["etcd"]["local"]["extraEnvs"] == one
+    no_apf = {"name": "enable-priority-and-fairness", "value": "false"}
+    assert cluster["apiServer"]["extraArgs"] == [no_apf, *before["apiServer"]["extraArgs"]]  # the gates kept
+    for component in ("controllerManager", "scheduler"):
+        assert cluster[component]["extraArgs"] == before[component]["extraArgs"]
+
+
+def test_containerd_collects_cpu_stats_every_10s_only_when_asked():
+    import tomllib
+
+    runtime = "io.containerd.cri.v1.runtime"
+    assert guestfiles.containerd_config("p") == guestfiles.CONTAINERD_CONFIG.format(pause_ref="p")  # the cached disk's
+    assert "stats_collect_period" not in tomllib.loads(guestfiles.containerd_config("p"))["plugins"][runtime]
+    slow = tomllib.loads(guestfiles.containerd_config("p", guestfiles.EMULATED_STATS_COLLECT_PERIOD))
+    assert slow["plugins"][runtime]["stats_collect_period"] == "10s"
+    assert slow["plugins"][runtime]["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
 
 
 def test_old_kubelets_get_the_nodeswap_gate():

@@ -222,7 +222,9 @@ class VmCluster(Guest[VmState]):
             self._wait_unit("ksc-images.service", time.monotonic() + 900)
             self.progress("booting: container images imported")
             t_init = time.monotonic()
-            self._kubeadm_init(behavior)
+            if accel.name == "tcg":
+                self._emulated_containerd()
+            self._kubeadm_init(behavior, emulated=accel.name == "tcg")
             self.timings["kubeadm_init"] = time.monotonic() - t_init
             self._fetch_kubeconfig(port)
             self._wait_node_ready(time.monotonic() + 900)
@@ -281,11 +283,22 @@ class VmCluster(Guest[VmState]):
         raise VmClusterError(f"timed out waiting for {unit} to become active (last state: {last!r})")
 
     # ------------------------------------------------------------------ kubeadm
-    def _kubeadm_init(self, behavior: str) -> None:
-        cfg, source = node.kubeadm_config(self.k8s_version, behavior, self.kubernetes.feature_gates)
+    def _emulated_containerd(self) -> None:
+        """Under TCG, before kubeadm: containerd's CPU stats collected every 10 s (decision 0023),
+        set at boot so that one cached disk serves KVM and TCG."""
+        period = guestfiles.EMULATED_STATS_COLLECT_PERIOD
+        self.write_guest_file("/etc/containerd/config.toml", guestfiles.containerd_config(self.pause_ref, period).encode())
+        self._check(["systemctl", "restart", "containerd"])
+        self._wait_unit("containerd.service", time.monotonic() + 300)
+        self.progress(f"emulated CPU: containerd's CPU stats collected every {period}")
+
+    def _kubeadm_init(self, behavior: str, emulated: bool = False) -> None:
+        cfg, source = node.kubeadm_config(self.k8s_version, behavior, self.kubernetes.feature_gates, emulated)
         gates = node.feature_gates_for(behavior, self.kubernetes.feature_gates)
         self.progress(f"kubeadm init: swapBehavior {behavior} (kubelet config from {source})"
-                      + (f", feature gates {', '.join(gates)} on the API server and the kubelet" if gates else ""))
+                      + (f", feature gates {', '.join(gates)} on the API server and the kubelet" if gates else "")
+                      + ("; emulated CPU: ECDSA keys, the control plane on one Go thread each, no priority and"
+                         " fairness" if emulated else ""))
         self.write_guest_file(node.KUBEADM_CONFIG_PATH, cfg.encode())
         argv = ["sh", "-c", 'kubeadm init --config "$1" -v=1 > "$2" 2>&1', "sh", node.KUBEADM_CONFIG_PATH, KUBEADM_LOG]
         pid = self.agent.spawn(argv)

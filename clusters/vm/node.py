@@ -141,7 +141,12 @@ def feature_gates_for(behavior: str, build_gates: Sequence[str] = ()) -> dict[st
     return gates
 
 
-def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] = ()) -> tuple[str, str]:
+def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] = (),
+                   emulated: bool = False) -> tuple[str, str]:
+    """``emulated`` (QEMU under TCG, decision 0023): the control plane lightened as the kind
+    emulated-host profile has it (ECDSA P-256 keys; the API server, controller manager, scheduler
+    and etcd on one Go thread each) and the API server without priority and fairness. The
+    kubelet, the node under test, is the same document either way."""
     kubelet, source = kubelet_configuration(behavior, k8s_version)
     gates = feature_gates_for(behavior, build_gates)
     if gates:
@@ -176,20 +181,21 @@ def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] =
         "kubernetesVersion": k8s_version,
         "clusterName": "ksc",
         "networking": {"podSubnet": POD_SUBNET, "serviceSubnet": SERVICE_SUBNET},
-        # Priority and fairness shares the API server among tenants; one node's components and one
-        # suite have none to share it with, and its bootstrap objects are start-up work (post-start
-        # hooks) that timed out and restarted the API server under emulation.
-        "apiServer": {"certSANs": ["127.0.0.1", "localhost", GUEST_IP, NODE_NAME],
-                      "extraArgs": [{"name": "enable-priority-and-fairness", "value": "false"}]},
-        # Every connection between the node's components and from the suite starts with a TLS
-        # handshake signed by one of these keys: an ECDSA P-256 handshake took about half the
-        # time of an RSA-2048 one in an emulated guest (docs/measurements/build-and-boot.md).
-        "encryptionAlgorithm": "ECDSA-P256",
+        "apiServer": {"certSANs": ["127.0.0.1", "localhost", GUEST_IP, NODE_NAME]},
         # one node: no leader election, whose lease renewals time out under emulation and
         # restart the components
         "controllerManager": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
         "scheduler": {"extraArgs": [{"name": "leader-elect", "value": "false"}]},
     }
+    if emulated:
+        cluster["encryptionAlgorithm"] = "ECDSA-P256"
+        one_thread = [{"name": "GOMAXPROCS", "value": "1"}]
+        for component in ("apiServer", "controllerManager", "scheduler"):
+            cluster[component]["extraEnvs"] = list(one_thread)
+        cluster["etcd"] = {"local": {"extraEnvs": list(one_thread)}}
+        # priority and fairness shares the API server among tenants; one node's components and
+        # one suite have none to share it with, and its bootstrap objects are start-up work
+        cluster["apiServer"].setdefault("extraArgs", []).append({"name": "enable-priority-and-fairness", "value": "false"})
     if gates:  # as kind's featureGates: every control-plane component (the API server validates the field)
         flag = {"name": "feature-gates", "value": ",".join(f"{g}={str(on).lower()}" for g, on in gates.items())}
         for component in ("apiServer", "controllerManager", "scheduler"):

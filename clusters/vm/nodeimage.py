@@ -391,7 +391,7 @@ def node_files(pause_ref: str) -> dict[str, bytes]:
     """The node image's own text files (paths relative to /)."""
     t = {
         "usr/local/bin/entrypoint": ENTRYPOINT,
-        "etc/containerd/config.toml": guestfiles.CONTAINERD_CONFIG.format(pause_ref=pause_ref),
+        "etc/containerd/config.toml": guestfiles.containerd_config(pause_ref),
         "etc/crictl.yaml": "runtime-endpoint: unix:///run/containerd/containerd.sock\n",
         "etc/systemd/system/containerd.service": guestfiles.containerd_unit(after=()),
         "etc/systemd/system/kubelet.service": KUBELET_UNIT,
