@@ -112,20 +112,24 @@ def wait_for(what: str, probe: Callable[[], T | None], seconds: float | waits.Wa
         raise WaitTimeout(f"gave up after {seconds:.0f}s waiting for {what}; last seen: {last[0] or 'nothing'}") from None
 
 
-def once(what: str, send: Callable[[], Any], seconds: float | waits.Wait = waits.CREATE) -> None:
-    """Create an object of the test's own (its name is new to the cluster), resending while an
-    overloaded API server answers 5xx or 429 (etcd timed out: the object may or may not have
-    been stored). AlreadyExists after such an answer is the earlier attempt having landed;
-    AlreadyExists on the first attempt, and every other error, is raised as it is."""
+def sent(what: str, send: Callable[[], T], seconds: float | waits.Wait = waits.CREATE,
+         landed: Callable[[Any], bool] = lambda error: False) -> T | None:
+    """Send one write to the API server, resending while an overloaded API server answers 5xx or
+    429 (etcd timed out: the write may or may not have been stored), and return its answer.
+    After such an answer, an error that ``landed`` says is the earlier attempt's effect (the
+    object already there, the field already gone) ends it, with None; every other error, and
+    any on the first attempt, is raised as it is. Every write of the suite goes through here
+    (tests/test_api_writes.py): each would otherwise fail a run on the first slow etcd."""
     from kubernetes.client.exceptions import ApiException
 
     overloaded_before = [False]
+    answer: list[T | None] = [None]
 
-    def attempt() -> bool | None:
+    def attempt() -> bool:
         try:
-            send()
+            answer[0] = send()
         except ApiException as error:
-            if error.status == 409 and overloaded_before[0]:
+            if overloaded_before[0] and not _overloaded(error) and landed(error):
                 return True
             if not _overloaded(error):
                 raise
@@ -134,6 +138,18 @@ def once(what: str, send: Callable[[], Any], seconds: float | waits.Wait = waits
         return True
 
     wait_for(what, attempt, seconds)
+    return answer[0]
+
+
+def once(what: str, send: Callable[[], Any], seconds: float | waits.Wait = waits.CREATE) -> None:
+    """Create an object of the test's own (its name is new to the cluster): sent, where
+    AlreadyExists after an overloaded answer is the earlier attempt having landed."""
+    sent(what, send, seconds, landed=lambda error: error.status == 409)
+
+
+def absent(error: Any) -> bool:
+    """NotFound: for a delete, what was asked for is so."""
+    return error.status == 404
 
 
 class ExecRefused(RuntimeError):
@@ -245,9 +261,10 @@ class NodeObserver:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.core.delete_namespace(name, grace_period_seconds=0)
+            sent(f"namespace {name} deleted", lambda: self.core.delete_namespace(name, grace_period_seconds=0),
+                 landed=absent)
         except ApiException as error:
-            if error.status != 404:
+            if not absent(error):
                 raise
 
     def create(self, manifest: dict[str, Any]) -> None:
@@ -336,7 +353,13 @@ class NodeObserver:
         existing = (self.pod(namespace, pod).get("spec") or {}).get("ephemeralContainers")
         patch = ({"op": "add", "path": "/spec/ephemeralContainers/-", "value": container} if existing else
                  {"op": "add", "path": "/spec/ephemeralContainers", "value": [container]})
-        self.core.patch_namespaced_pod_ephemeralcontainers(pod, namespace, [patch], _request_timeout=60)
+        def there(error: Any) -> bool:  # a duplicate name: the earlier attempt added it
+            containers = (self.pod(namespace, pod).get("spec") or {}).get("ephemeralContainers") or []
+            return any(c.get("name") == container["name"] for c in containers)
+
+        sent(f"ephemeral container {container['name']} added to {namespace}/{pod}",
+             lambda: self.core.patch_namespaced_pod_ephemeralcontainers(pod, namespace, [patch], _request_timeout=60),
+             landed=there)
 
     def wait_ephemeral_running(self, namespace: str, pod: str, name: str,
                                seconds: float | waits.Wait = waits.POD_START) -> dict[str, Any]:
@@ -502,8 +525,12 @@ class NodeObserver:
         """Remove these fields of the Node's status.nodeInfo (a JSON patch of its status: every
         field must be there)."""
         operations = [{"op": "remove", "path": f"/status/nodeInfo/{field}"} for field in fields]
-        self.core.patch_node_status(self.node.name, operations, _content_type="application/json-patch+json",
-                                    _preload_content=False)
+        # a remove of a field already gone is refused (422): after an overloaded answer, that is
+        # the earlier attempt having landed
+        sent(f"{', '.join(fields)} removed from {self.node.name}'s nodeInfo",
+             lambda: self.core.patch_node_status(self.node.name, operations, _content_type="application/json-patch+json",
+                                                 _preload_content=False),
+             landed=lambda error: error.status == 422)
 
 
 def explanation(pod: dict[str, Any], events: list[str]) -> str:

@@ -45,7 +45,7 @@ from e2e.eviction import (
 from e2e.gate import could_not_test
 from e2e.verdict import HOSTS_THE_API_SERVER
 from e2e.agent import is_agent
-from e2e.observe import unique_name, wait_for
+from e2e.observe import absent, once, sent, unique_name, wait_for
 from workloads.pods import GUARANTEED, Mi, alloc_command, of_the_suite, stress_pod
 
 PRIORITIES = {"low": -10, "high": 10}  # this run's PriorityClasses
@@ -110,13 +110,14 @@ def priority_classes(swap_node: SwapNode, swap_provider: Provider) -> Iterator[d
     names = {}
     try:
         for which, value in PRIORITIES.items():
-            names[which] = unique_name(f"ksc-{which}")
-            api.create_priority_class({"metadata": {"name": names[which]}, "value": value, "globalDefault": False,
-                                       "description": "kube-swap-conformance eviction test"})
+            name = names[which] = unique_name(f"ksc-{which}")
+            once(f"priority class {name} created",
+                 lambda: api.create_priority_class({"metadata": {"name": name}, "value": value, "globalDefault": False,
+                                                    "description": "kube-swap-conformance eviction test"}))
         yield names
     finally:
         for name in names.values():
-            api.delete_priority_class(name)
+            sent(f"priority class {name} deleted", lambda: api.delete_priority_class(name), landed=absent)
 
 
 def hog_share(node: SwapNode) -> int:

@@ -20,7 +20,7 @@ from e2e import oracle
 from e2e.claims import claim
 from e2e.workspace import Workspace
 from e2e.metrics import find, parse_prometheus
-from e2e.observe import wait_for
+from e2e.observe import sent, wait_for
 from e2e.sizing import burstable_sizing
 from e2e.wcs import needs_limits_swap_api
 from workloads.pods import GUARANTEED, Mi, STRESS, stress_pod
@@ -58,9 +58,11 @@ def resize_to(ws: Workspace, name: str, pod: dict[str, Any], desired: dict[str, 
 
 
 def _patch_resize(ws: Workspace, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
-    # A JSON patch: a merge patch would replace the containers list.
+    # A JSON patch: a merge patch would replace the containers list. Its operations set values at
+    # paths, so resending one that was stored changes nothing.
     api = client.CoreV1Api(ws.observer.api)
-    return api.api_client.sanitize_for_serialization(api.patch_namespaced_pod_resize(name, ws.namespace, ops))
+    return api.api_client.sanitize_for_serialization(
+        sent(f"resize of {ws.namespace}/{name}", lambda: api.patch_namespaced_pod_resize(name, ws.namespace, ops)))
 
 
 def resize_condition(pod: dict[str, Any]) -> dict[str, Any] | None:

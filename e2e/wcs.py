@@ -15,6 +15,7 @@ import pytest
 from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.provider import SwapNode
 from e2e.gate import could_not_test
+from e2e.observe import sent
 from e2e.verdict import NO_LIMITS_SWAP_API
 from e2e.workspace import Workspace
 from workloads.pods import Mi, guaranteed_swap_pod
@@ -80,7 +81,8 @@ def refusal(ws: Workspace, manifest: dict[str, Any]) -> str | None:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        ws.observer.core.create_namespaced_pod(ws.namespace, manifest, dry_run="All", _request_timeout=30)
+        sent("the limits.swap probe pod (a dry run)",
+             lambda: ws.observer.core.create_namespaced_pod(ws.namespace, manifest, dry_run="All", _request_timeout=30))
         return None
     except ApiException as error:
         rejection = probe_refusal(error.status, error.body)

@@ -62,6 +62,33 @@ def test_a_refused_create_is_not_resent() -> None:
     assert len(sent) == 1
 
 
+def test_a_removal_answered_500_then_refused_as_already_gone_has_landed() -> None:
+    """The node-status patch of the swapoff test: its first attempt was stored under a 500, so
+    the resend's remove finds no field (422)."""
+    sent, send = _sender(500, 422)
+    assert observe.sent("bootID removed", send, seconds=30, landed=lambda e: e.status == 422) is None
+    assert len(sent) == 2
+
+
+def test_a_write_refused_on_its_first_attempt_is_an_error_whatever_landed_says() -> None:
+    sent, send = _sender(422)
+    with pytest.raises(ApiException):
+        observe.sent("bootID removed", send, seconds=30, landed=lambda e: e.status == 422)
+    assert len(sent) == 1
+
+
+def test_a_resent_write_returns_the_answer_of_the_attempt_that_was_taken() -> None:
+    answers = iter([_error(503), {"kind": "Pod"}])
+
+    def send() -> dict:
+        answer = next(answers)
+        if isinstance(answer, ApiException):
+            raise answer
+        return answer
+
+    assert observe.sent("resize of ns/x", send, seconds=30) == {"kind": "Pod"}
+
+
 def test_a_create_the_server_never_takes_times_out_saying_why() -> None:
     def send() -> None:
         raise _error(500)
