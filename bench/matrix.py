@@ -377,6 +377,10 @@ def load_node_image(archive: Path, ref: str, version: str, runner: Runner, log: 
 def execute(run: Run, store: Path, runner: Runner, extra: Sequence[str], suite: str,
             today: Callable[[], str] = lambda: dt.date.today().isoformat()) -> list[Cell]:
     """Build, run the suite, judge and keep the run's cells."""
+    # The runner appends (a kind build's log gains the image load); each run starts its logs
+    # fresh, so a rerun's log holds that run alone.
+    for log in (run.directory(store) / "build.log", run.results_dir(store) / "pytest.log"):
+        log.unlink(missing_ok=True)
     t0 = time.monotonic()
     node_image, artifact, why_not = build(run, store, runner)
     built = time.monotonic() - t0

@@ -92,7 +92,8 @@ class FakeSuite:
                  for b in behaviors}
         run = report.Run([], {}, behaviors, nodes, {}, None)
         (results / report.MATRIX_MD).write_text(report.markdown(run, {}))
-        (results / "pytest.log").write_text("...\n")
+        with open(results / "pytest.log", "a") as f:  # as the Runner does
+            f.write(f"{' '.join(argv)}\n")
         code = self.pytest_exit if self.pytest_exit is not None else (0 if set(outcomes) <= {"passed"} else 1)
         return subprocess.CompletedProcess(argv, code, "", "")
 
@@ -219,6 +220,17 @@ def test_cells_are_run_kept_and_skipped_on_the_next_run(fake: FakeSuite, tmp_pat
     fake.calls.clear()
     assert run_matrix(fake, tmp_path, "--minors", "1.34", "--providers", "vm", "--rerun") == cli.Exit.OK
     assert len(fake.pytests()) == 1
+
+
+def test_a_rerun_s_logs_hold_that_run_alone(fake: FakeSuite, tmp_path: Path) -> None:
+    fake.build_exit = 1
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.FAILED
+    fake.build_exit = 0
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.OK
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm", "--rerun") == cli.Exit.OK
+    cell = tmp_path / "store" / "v1.36.5" / "vm"
+    assert (cell / "build.log").read_text() == "building v1.36.5\n", "the failed build's log is gone"
+    assert len((cell / f"{NO_SWAP}+{LIMITED_SWAP}" / "pytest.log").read_text().splitlines()) == 1
 
 
 def test_a_changed_suite_runs_the_cells_again(fake: FakeSuite, tmp_path: Path, monkeypatch) -> None:
