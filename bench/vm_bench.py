@@ -103,6 +103,8 @@ def meminfo(vm: VmCluster) -> dict[str, int]:
 def pod_to_running(vm: VmCluster, timeout: float = 900) -> float:
     from kubernetes import client
 
+    from e2e.observe import absent, once, sent
+
     core = client.CoreV1Api(vm.api())
     name = f"bench-{int(time.time())}"
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
@@ -110,7 +112,7 @@ def pod_to_running(vm: VmCluster, timeout: float = 900) -> float:
                "name": "main", "image": vm.stress_image, "imagePullPolicy": "Never", "args": ["pause"],
                "resources": {"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}}]}}
     t0 = time.monotonic()
-    core.create_namespaced_pod("default", pod)
+    once(f"pod {name} created", lambda: core.create_namespaced_pod("default", pod))
     try:
         while time.monotonic() - t0 < timeout:
             p = core.read_namespaced_pod(name, "default")
@@ -119,7 +121,8 @@ def pod_to_running(vm: VmCluster, timeout: float = 900) -> float:
             time.sleep(0.5)
         raise RuntimeError(f"pod {name} not Running after {timeout}s: {p.status}")
     finally:
-        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        sent(f"pod {name} deleted", lambda: core.delete_namespaced_pod(name, "default", grace_period_seconds=0),
+             landed=absent)
 
 
 def parser() -> cli.Parser:

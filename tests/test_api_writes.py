@@ -1,4 +1,4 @@
-"""Every write the suite sends to the API server goes through e2e.observe.sent (or once, built
+"""Every write the suite (and its benchmarks) sends to the API server goes through e2e.observe.sent (or once, built
 on it), which resends while an overloaded API server answers 5xx or 429: a bare write fails a run
 on the first slow etcd, as the node-status patch of the swapoff test did. Checked in the source,
 so a new write cannot be added without it."""
@@ -50,7 +50,8 @@ def bare_writes(source: str) -> list[str]:
 
 
 def sources() -> list[Path]:
-    return sorted([*REPO.glob("e2e/**/*.py"), *REPO.glob("workloads/**/*.py"), REPO / "conftest.py"])
+    return sorted([*REPO.glob("e2e/**/*.py"), *REPO.glob("workloads/**/*.py"), *REPO.glob("bench/**/*.py"),
+                   REPO / "conftest.py"])
 
 
 @pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(REPO)))
