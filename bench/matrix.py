@@ -555,6 +555,10 @@ def _main(a: argparse.Namespace, runner: Runner) -> int:
     print(f"table: {a.table}")
     if a.dry_run:
         return cli.Exit.OK
+    if runs and "vm" in a.providers:  # the suite's vm runs boot in the default state directory
+        from clusters.vm import paths, qemu
+
+        qemu.ensure_alone(qemu.VmPaths(paths.default_state_dir()), qemu.choose_accel())
     cells = list(done)
     for run in runs:
         cells += execute(run, store, runner, a.pytest_args, suite)

@@ -645,6 +645,13 @@ def _tcg_thread(text: str) -> str:
     return text
 
 
+@typed("choice", "CHOICE")
+def _on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise ValueError("is not on or off")
+    return text == "on"
+
+
 @typed("mib", "MiB")
 def _tb_mib(text: str) -> int:
     value = _whole(text, "size in MiB")
@@ -711,6 +718,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(name="KSC_VM_ACCEL", parse=_accel, readers=_BOOTS, what="the guests' accelerator: kvm or tcg"),
     Variable(name="KSC_VM_TCG_TB_MIB", parse=_tb_mib, readers=_BOOTS, empty_is_unset=False, what="TCG's translation cache, in MiB"),
     Variable(name="KSC_VM_TCG_THREAD", parse=_tcg_thread, readers=_BOOTS, empty_is_unset=False, what="TCG's threading: multi or single"),
+    Variable(name="KSC_VM_ALONE", parse=_on_off, readers=_BOOTS,
+             what="on (default): a guest under TCG does not start while another of the suite's guests runs; off: it"
+                  " does (a host with cores for both)"),
     Variable(name="KSC_DEBIAN_MIRROR", parse=debian_mirror, readers=_BUILDS,
              empty_is_unset=False, what="the Debian mirror the guests' root filesystems come from"),
     Variable(name="GOPROXY", parse=goproxy, readers=(*_BUILDS, "clusters.versions"),

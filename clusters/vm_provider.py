@@ -21,12 +21,26 @@ from clusters.behaviors import WORKLOAD_CONTROLLED_SWAP
 from clusters.discovery import NotReadyAfterRestart, ready_after_restart
 from clusters.kubelet_config import KubeletChange, Restarted
 from clusters.kubelet_refusal import StartAttempt
+from clusters import pidlock
+from clusters.cli import NotReady
 from clusters.checks import Check, PreflightError
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from clusters.shared import get_or_create, record_created
 
 CLUSTER = "ksc-vm"
+# Held by the process that brought the run's VM up or attached to it, for the rest of its life: a
+# second run on the same state directory would otherwise stop the VM as "left from an earlier
+# run", or switch its kubelet, in the middle of the first run's tests.
+IN_USE = "in-use.lock"
+
+
+def in_use_problem(state_dir: Path) -> str | None:
+    """Why a run must not use the VM in ``state_dir``: another run of the suite holds it."""
+    holder = pidlock.holder(state_dir / IN_USE)
+    return None if holder is None else (
+        f"another run of the suite (pid {holder}) is using the vm node in {state_dir}: wait for it to end, or give"
+        " this run a state directory of its own (--vm-state-dir)")
 
 
 class VmProvider(Provider):
@@ -51,6 +65,7 @@ class VmProvider(Provider):
         self.reuse = reuse
         self.state_dir = state_dir
         self._vm: Any = None
+        self._in_use: Any = None  # the open IN_USE lock, once this process holds it
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config, run_dir: Path, progress: Progress | None = None,
@@ -91,6 +106,9 @@ class VmProvider(Provider):
 
         cache = check_cache_dir()
         checks = [cache]
+        busy = in_use_problem(self.vm().state_dir)
+        if busy:
+            checks.append(Check("vm node free", False, busy))
         if cache.ok:  # the same checks as `python -m clusters.vm up`: tools, Go for what is not built yet
             checks += hostpackages.checked(
                 lambda: hostcheck.checks(self.vm().kubernetes, root=self.vm().cache_dir, guest_image=True, boot=True),
@@ -99,9 +117,13 @@ class VmProvider(Provider):
             from clusters.vm import qemu
 
             try:
-                qemu.choose_accel()
+                accel = qemu.choose_accel()
             except (qemu.KvmUnavailable, qemu.QemuError) as error:  # forced KVM that fails; a nonsense value
                 checks.append(Check("accelerator", False, str(error)))
+            else:  # before the build: start_qemu refuses it too, but only after the build
+                crowded = qemu.sharing_problem(self.vm().paths, accel)
+                if crowded:
+                    checks.append(Check("one emulated guest", False, crowded))
         if not all(c.ok for c in checks):
             raise PreflightError(checks)
         self._build_kubernetes()
@@ -150,6 +172,10 @@ class VmProvider(Provider):
 
     def _bring_up(self, behavior: str) -> dict[str, Any]:
         vm = self.vm()
+        try:
+            self._in_use = pidlock.take(vm.state_dir / IN_USE)
+        except pidlock.Held:  # taken since the preflight
+            raise NotReady(in_use_problem(vm.state_dir) or f"{vm.state_dir / IN_USE} is held") from None
         if not (self.reuse and vm.is_running()):
             record_created(self.shared_root, {"provider": self.name, "cluster": CLUSTER, "state_dir": str(vm.state_dir)})
         vm.up(behavior, reuse=self.reuse)

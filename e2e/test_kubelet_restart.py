@@ -174,9 +174,11 @@ def test_a_kubelet_started_without_swap_reports_no_node_swap(swap_node: SwapNode
     old capacity. So with swap off and the kubelet restarted, the test removes nodeInfo.swap from
     the Node's status and empties nodeInfo.bootID: the same setter writes bootID back at its next status
     sync, so once bootID is back the setter has run on the cleared status, and nodeInfo.swap must
-    still be out (a kubelet reporting a capacity of 0 puts it back). Swap on again and the kubelet
-    restarted, nodeInfo.swap.capacity must be /proc/meminfo's SwapTotal again. One behavior: the
-    setter does not read it."""
+    still be out. A kubelet that sets the field anyway, with a capacity of 0, fails at the wait:
+    the API server refuses a status whose nodeInfo.swap.capacity is not positive
+    (validateNodeSwapStatus), so that kubelet's status writes stop and bootID never comes back.
+    Swap on again and the kubelet restarted, nodeInfo.swap.capacity must be /proc/meminfo's
+    SwapTotal again. One behavior: the setter does not read it."""
     try:
         without_swap = swap_provider.kubelet_without_swap(swap_node)
     except SharedSwapError as error:

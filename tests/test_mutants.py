@@ -76,6 +76,32 @@ def test_suite_hash_follows_the_tests(tmp_path: Path) -> None:
     assert model.suite_hash(tmp_path) != before
 
 
+@pytest.mark.parametrize(("edit", "kept"), [
+    ('"""The claim, worded better."""\ndef test():\n    """Says it."""\n    x = "a"  # why\n', True),
+    ('def test():\n    x = "a"\n', True),
+    ('def test():\n    """Says it."""\n    x = "b"\n', False),  # a string that runs
+    ('def test():\n    """Says it."""\n    y = "a"\n', False),
+])
+def test_suite_hash_ignores_prose_and_follows_code(tmp_path: Path, edit: str, kept: bool) -> None:
+    (tmp_path / "e2e").mkdir()
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "conftest.py").write_text("x = 1\n")
+    (tmp_path / "e2e" / "test_a.py").write_text('def test():\n    """Says it."""\n    x = "a"\n')
+    before = model.suite_hash(tmp_path)
+    (tmp_path / "e2e" / "test_a.py").write_text(edit)
+    assert (model.suite_hash(tmp_path) == before) is kept
+
+
+def test_suite_hash_counts_a_non_python_file_by_its_bytes(tmp_path: Path) -> None:
+    (tmp_path / "e2e").mkdir()
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "conftest.py").write_text("x = 1\n")
+    (tmp_path / "workloads" / "stress.c").write_text("/* a */ int main(void) { return 0; }\n")
+    before = model.suite_hash(tmp_path)
+    (tmp_path / "workloads" / "stress.c").write_text("/* b */ int main(void) { return 0; }\n")
+    assert model.suite_hash(tmp_path) != before
+
+
 MUTANTS = model.load()
 PROTOTYPE = model.PROJECT / "clusters" / "prototypes" / "kep-5359.patch"
 HEADER_KEYS = ("mutant", "wrong", "area", "binaries", "behaviors", "expect")

@@ -435,3 +435,70 @@ def test_the_probe_agrees_with_qemu_running_a_guest_here(tmp_path: Path, monkeyp
             assert complaint in accel.reason, (accel, complaint)
     else:
         assert accel.name == "kvm" and accel.reason.startswith("KVM ran a guest"), accel
+
+
+# --- one emulated guest at a time ----------------------------------------------------------
+
+def test_a_second_emulated_guest_is_refused_before_anything_is_created(running, monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    start, _ = running
+    first = start()  # KSC_VM_ALONE=off (tests/conftest.py): it starts whatever else runs on this host
+    monkeypatch.delenv("KSC_VM_ALONE")
+    second = qemu.VmPaths(tmp_path / "second")
+    assert (qemu.read_pid(first), "ksc-node", first.dir) in qemu.other_guests(second)
+    with pytest.raises(qemu.QemuError, match=r"^another of the suite's guests runs on this host \(ksc-node, pid "
+                                             r".*two emulated guests starve each other of CPU") as raised:
+        start(state=second.dir)
+    assert "python -m clusters.vm down --state-dir " in str(raised.value) and "KSC_VM_ALONE=off" in str(raised.value)
+    assert qemu.read_pid(second) is None and not second.overlay.exists() and not second.console.exists()
+
+
+def test_a_guest_is_not_in_the_way_of_its_own_state_directory(running, monkeypatch: pytest.MonkeyPatch) -> None:
+    start, _ = running
+    first = start()
+    assert all(d != first.dir for _, _, d in qemu.other_guests(first))
+
+
+@pytest.mark.parametrize(("accel", "alone"), [("kvm", None), ("tcg", "off")])
+def test_guests_may_share_under_kvm_or_when_told(running, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                 accel: str, alone: str | None) -> None:
+    start, _ = running
+    start()
+    monkeypatch.delenv("KSC_VM_ALONE")
+    if alone:
+        monkeypatch.setenv("KSC_VM_ALONE", alone)
+    assert qemu.sharing_problem(qemu.VmPaths(tmp_path / "second"), qemu.Accel(accel, "test")) is None
+
+
+def test_the_refusal_names_how_to_stop_a_kind_host(fake: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    mode(monkeypatch, "silent")
+    paths = qemu.VmPaths(tmp_path / "kind host")
+    qemu.start_qemu(paths, disk=tmp_path / "disk.raw", kernel=tmp_path / "vmlinuz", initrd=tmp_path / "initrd.img",
+                    memory_mb=64, cpus=1, swap_mb=0, use_overlay=False, name="ksc-kind-host",
+                    accel=qemu.Accel("tcg", "test"))
+    try:
+        monkeypatch.delenv("KSC_VM_ALONE")
+        why = qemu.sharing_problem(qemu.VmPaths(tmp_path / "node"), qemu.Accel("tcg", "test"))
+    finally:
+        qemu.stop_qemu(paths, timeout=5)
+    assert why is not None and (f"ksc-kind-host, pid {json.loads(fake.read_text())['pid']}, state directory {paths.dir}"
+                                f" (stop it: python -m clusters.vm kind-host down --state-dir '{paths.dir}')") in why, why
+
+
+def test_a_second_emulated_guest_fails_the_vm_providers_preflight(running, monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    from clusters.checks import PreflightError
+    from clusters.vm import hostcheck
+    from clusters.vm_provider import VmProvider
+
+    start, _ = running
+    start()
+    monkeypatch.delenv("KSC_VM_ALONE")
+    monkeypatch.setenv("KSC_VM_ACCEL", "tcg")
+    monkeypatch.setattr(hostcheck, "checks", lambda *a, **kw: [])
+    monkeypatch.setattr(VmProvider, "_build_kubernetes", lambda self: pytest.fail("built while another guest runs"))
+    provider = VmProvider(tmp_path / "run", k8s_version=None, kernel="6.12", memory_mb=4096, swap_mb=2048, reuse=False,
+                          state_dir=tmp_path / "mine")
+    with pytest.raises(PreflightError) as raised:
+        provider.preflight(["LimitedSwap"])
+    assert "[FAIL] one emulated guest: another of the suite's guests runs on this host" in str(raised.value), raised.value

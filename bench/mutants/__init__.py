@@ -26,6 +26,7 @@ bench/mutants/releases.py.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -99,15 +100,38 @@ def load(directory: Path = HERE) -> list[Mutant]:
 
 
 def suite_hash(root: Path) -> str:
-    """Hash of what decides the verdicts: a mutant's result is kept only while it is unchanged."""
+    """Hash of what decides the verdicts: a mutant's result, and a matrix cell, is kept only while
+    it is unchanged. A Python file counts by its code (see `_code_of`), any other file by its
+    bytes."""
     h = hashlib.sha256()
     for name in SUITE_INPUTS:
         base = root / name
         files = sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
             if base.is_dir() else [base]
         for p in files:
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+            h.update(str(p.relative_to(root)).encode() + b"\0" + _code_of(p) + b"\0")
     return h.hexdigest()[:12]
+
+
+def _code_of(path: Path) -> bytes:
+    """A Python file's syntax tree without its comments and docstrings, so that correcting the
+    prose of a test (its claim, a comment's why) keeps the hours of kept results on a software-
+    emulated node; any change to what runs, a string literal included, changes it. A file that
+    does not parse counts by its bytes."""
+    raw = path.read_bytes()
+    if path.suffix != ".py":
+        return raw
+    try:
+        tree = ast.parse(raw)
+    except (SyntaxError, ValueError):
+        return raw
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
 
 
 @dataclass

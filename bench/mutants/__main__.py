@@ -191,6 +191,10 @@ class SharedVm:
             if why:
                 return why
             self.down()
+            from clusters.vm import qemu
+
+            # another guest running: the bench ends here (exit 3), rather than every mutant NOT RUN
+            qemu.ensure_alone(qemu.VmPaths(self.state_dir), qemu.choose_accel())
             built = k8s_source.release(self.release, base).build_id
             for attempt in (1, 2):  # under emulation kubeadm's 10 s API deadlines are sometimes missed
                 _say(f"booting the shared VM ({built}), attempt {attempt}")

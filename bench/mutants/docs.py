@@ -27,7 +27,7 @@ _CAUGHT = re.compile(r"^caught (\d+)/(\d+) mutants(?: on \S+)?(?:, (\d+) not app
 _DATE = re.compile(r"^Mutant bench(?: on \S+)? \((\d{4}-\d\d-\d\d)\)$", re.M)
 _PARTIAL = re.compile(r"^A partial run: (\d+) of the bench's (\d+) mutants\.", re.M)
 _SUITE = re.compile(r"Suite version `(\w+)`")
-SUITE_NOTE = "(a hash of e2e/, workloads/, conftest.py)"
+SUITE_NOTE = "(a hash of the code in e2e/, workloads/, conftest.py, comments and docstrings aside)"
 
 
 def block(path: Path) -> tuple[int, int]:

@@ -198,8 +198,10 @@ class VmCluster(Guest[VmState]):
             self.down()
         t_start = time.monotonic()
         # Before the build: KSC_VM_ACCEL=kvm on a host whose KVM runs no guest stops here, within
-        # a minute (KvmUnavailable, exit 3), not after the build and a silent boot.
+        # a minute (KvmUnavailable, exit 3), not after the build and a silent boot; so does a
+        # second emulated guest (HostBusy).
         accel = qemu.choose_accel()
+        qemu.ensure_alone(self.paths, accel)
         img = self.prepare()
         port = qemu.free_loopback_port()
         started = False

@@ -220,6 +220,7 @@ class KindHost(Guest[KindHostState]):
             self.down()
         t0 = time.monotonic()
         accel = qemu.choose_accel()  # first: a forced KVM that runs no guest fails here (see VmCluster._up)
+        qemu.ensure_alone(self.paths, accel)
         img = self.prepare()
         docker_port = qemu.free_loopback_port()
         api_ports = {name: qemu.free_loopback_port() for name in cluster_names()}

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -43,6 +44,11 @@ class AgentError(RuntimeError):
 
 class KvmUnavailable(NotReady):
     """``KSC_VM_ACCEL=kvm`` on a host where KVM does not run a guest (exit 3, before any build)."""
+
+
+class HostBusy(QemuError, NotReady):
+    """Another of the suite's guests runs, and this one would share the host's CPU with it under
+    software emulation (sharing_problem): exit 3, like a failed preflight."""
 
 
 class GuestStopped(QemuError):
@@ -459,6 +465,63 @@ def check_guest(paths: VmPaths) -> None:
         raise GuestStopped(why)
 
 
+def ensure_alone(own: VmPaths, accel: Accel) -> None:
+    """HostBusy when a guest must not start from ``own`` now (sharing_problem). start_qemu asks it;
+    a command that builds before it boots asks it first too, so that it refuses before the build."""
+    crowded = sharing_problem(own, accel)
+    if crowded:
+        raise HostBusy(crowded)
+
+
+# How each of the suite's guests (qemu's -name) is stopped by hand, given its state directory.
+_STOP_COMMAND = {"ksc-node": "python -m clusters.vm down --state-dir {dir}",
+                 "ksc-kind-host": "python -m clusters.vm kind-host down --state-dir {dir}"}
+
+
+def other_guests(own: VmPaths) -> list[tuple[int, str, Path]]:
+    """The suite's guests running on this host from another state directory than ``own``'s, as
+    (pid, qemu's -name, state directory): any qemu whose -name starts with "ksc-"."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        # qemu-system-* as any argument's base name: the binary itself, or a wrapper's "$0"
+        if not any(Path(a).name.startswith("qemu-system") for a in argv) or "-name" not in argv \
+                or "-pidfile" not in argv:
+            continue
+        name, pidfile = argv[argv.index("-name") + 1:][:1], argv[argv.index("-pidfile") + 1:][:1]
+        if name and pidfile and name[0].startswith("ksc-") and Path(pidfile[0]).parent != own.dir:
+            found.append((int(proc.name), name[0], Path(pidfile[0]).parent))
+    return sorted(found)
+
+
+def sharing_problem(own: VmPaths, accel: Accel) -> str | None:
+    """Why a guest must not start from ``own`` now, None when it may: under software emulation a
+    second guest of the suite shares the host's cores with the first, and both then run slower
+    than the waits they were sized for (kubeadm's API deadlines, the suite's bounded waits), so
+    one fails for want of CPU, not for anything its kubelet did. Under KVM guests may share, and
+    KSC_VM_ALONE=off lets them share under TCG (a host with cores for both)."""
+    if accel.name != "tcg" or not inputs.variable("KSC_VM_ALONE", "on"):
+        return None
+    others = other_guests(own)
+    if not others:
+        return None
+
+    def named(pid: int, name: str, state_dir: Path) -> str:
+        stop = _STOP_COMMAND.get(name)
+        how = f"stop it: {stop.format(dir=shlex.quote(str(state_dir)))}" if stop else "its command stops it"
+        return f"{name}, pid {pid}, state directory {state_dir} ({how})"
+
+    return (f"another of the suite's guests runs on this host ({'; '.join(named(*g) for g in others)}), and this one"
+            f" would run under software emulation ({accel.reason}): two emulated guests starve each other of CPU and"
+            " fail on time, not on what they test; wait for the command that started it to end, or stop it (or, on"
+            " a host with cores for both, KSC_VM_ALONE=off)")
+
+
 def start_qemu(
     paths: VmPaths,
     *,
@@ -482,6 +545,8 @@ def start_qemu(
     paths.dir.mkdir(parents=True, exist_ok=True)
     if read_pid(paths):
         raise QemuError(f"a VM is already running from {paths.dir} (pid {read_pid(paths)})")
+    accel = accel or choose_accel()
+    ensure_alone(paths, accel)
     for p in (paths.qga, paths.qmp, paths.pidfile, paths.overlay, paths.console):
         p.unlink(missing_ok=True)
     if use_overlay:
@@ -493,7 +558,6 @@ def start_qemu(
     # maxcpus=1: the other vCPUs are onlined by ksc-cpus-online.service (see guestfiles.py)
     append = (f"root=/dev/vda rw console=ttyS0 panic=-1 loglevel=4 net.ifnames=0 maxcpus=1 "
               f"systemd.unified_cgroup_hierarchy=1 ksc.swap_mb={swap_mb} {extra_cmdline}").strip()
-    accel = accel or choose_accel()
     nic = "user,model=virtio-net-pci,restrict=on" + "".join(
         f",hostfwd=tcp:127.0.0.1:{host}-:{guest}" for host, guest in forwards)
     argv = [
