@@ -2,7 +2,7 @@
 provider (not a test).
 
     python -m bench.matrix [--minors 1.34,1.37] [--providers vm,kind] [--behaviors NoSwap,LimitedSwap]
-                           [--kind-images build|published] [--store DIR] [--table FILE]
+                           [--kind-images build|published] [--store DIR] [--kept DIR] [--table FILE]
                            [--dry-run] [--rerun] [-- MORE PYTEST ARGUMENTS]
 
 The minors are clusters/versions.py's SUPPORTED, each built at its pinned patch. For each minor ×
@@ -24,7 +24,8 @@ and each cell (minor × provider × behavior) is read from that run's results: i
 ``junit.xml`` (their behavior is the ``swap_behavior`` property every node fixture records),
 judged per behavior by e2e/verdict.py's gate rules, and the kubelet version its node reported
 from ``matrix.md`` (e2e/report.py). A cell's result is kept as
-``<store>/<build>/<provider>/<behavior>.json`` (store: ``<cache root>/matrix``): a second run
+``<kept>/<build>/<provider>/<behavior>.json`` (``--kept``, default the store, ``<cache
+root>/matrix``; each run's results directory stays in the store): a second run
 skips the cells kept for the same suite (bench.mutants' suite hash of e2e/, workloads/,
 conftest.py) unless ``--rerun``; a cell that could not run (the build failed, the run stopped
 before its tests) is never kept as done. The table of every kept cell goes to
@@ -375,8 +376,8 @@ def load_node_image(archive: Path, ref: str, version: str, runner: Runner, log: 
 
 
 def execute(run: Run, store: Path, runner: Runner, extra: Sequence[str], suite: str,
-            today: Callable[[], str] = lambda: dt.date.today().isoformat()) -> list[Cell]:
-    """Build, run the suite, judge and keep the run's cells."""
+            today: Callable[[], str] = lambda: dt.date.today().isoformat(), keep: Path | None = None) -> list[Cell]:
+    """Build, run the suite, judge and keep the run's cells (in ``keep``, default the store)."""
     # The runner appends (a kind build's log gains the image load); each run starts its logs
     # fresh, so a rerun's log holds that run alone.
     for log in (run.directory(store) / "build.log", run.results_dir(store) / "pytest.log"):
@@ -397,7 +398,7 @@ def execute(run: Run, store: Path, runner: Runner, extra: Sequence[str], suite: 
     for cell in cells:
         cell.artifact, cell.build_seconds, cell.seconds = artifact, round(built, 1), round(time.monotonic() - t1, 1)
         cell.date, cell.suite = today(), suite
-        path = kept_path(store, run, cell.behavior)
+        path = kept_path(keep or store, run, cell.behavior)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(cell.to_json())
         _say(f"{run.minor} {run.provider} {cell.behavior}: gate {cell.gate}, {cell.passed} passed, {cell.failed}"
@@ -505,6 +506,10 @@ def parser() -> cli.Parser:
     p.add_argument("--store", type=inputs.state_directory, default=None,
                    help="where each cell's result and each run's results directory are kept (default: <cache"
                         " root>/matrix, e.g. ~/.cache/kube-swap-conformance/matrix)")
+    p.add_argument("--kept", type=inputs.state_directory, default=None, metavar="DIR",
+                   help="where each cell's result is kept, read back and resumed from, and the table made from"
+                        " (default: the store); a directory in the checkout, committed (docs/measurements/"
+                        "matrix-cells), keeps the matrix across machines, as the mutant bench's --kept does")
     p.add_argument("--table", type=inputs.output_file, default=TABLE,
                    help="the Markdown table (default: docs/measurements/matrix.md)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its commands, run nothing")
@@ -532,13 +537,15 @@ def _main(a: argparse.Namespace, runner: Runner) -> int:
             if problem:
                 raise cli.UsageError(problem)
     store = (a.store or cache_root() / "matrix").resolve()
+    keep = a.kept.resolve() if a.kept else store
     suite = suite_hash(ROOT)
     minors = [m for m in versions.SUPPORTED if m in a.minors]  # the table's order
     behaviors = [b for b in BEHAVIORS if b in a.behaviors]
-    runs, done = plan(minors, a.providers, behaviors, store, suite, a.rerun, a.kind_images)
+    runs, done = plan(minors, a.providers, behaviors, keep, suite, a.rerun, a.kind_images)
     total = len(minors) * len(a.providers) * len(behaviors)
     print(f"matrix: {len(minors)} minor(s) × {len(a.providers)} provider(s) × {len(behaviors)} behavior(s) ="
-          f" {total} cells, {len(done)} kept, {total - len(done)} to run; suite {suite}; store {store}")
+          f" {total} cells, {len(done)} kept, {total - len(done)} to run; suite {suite}; store {store}"
+          + (f"; cells kept in {keep}" if keep != store else ""))
     for cell in done:
         print(f"{cell.minor} {cell.provider} {cell.behavior}: kept (gate {cell.gate}, {cell.date})")
     for run in runs:
@@ -558,12 +565,12 @@ def _main(a: argparse.Namespace, runner: Runner) -> int:
     if runs and "vm" in a.providers:  # the suite's vm runs boot in the default state directory
         from clusters.vm import paths, qemu
 
-        qemu.ensure_alone(qemu.VmPaths(paths.default_state_dir()), qemu.choose_accel())
+        qemu.ensure_alone(qemu.VmPaths(paths.default_state_dir()))
     cells = list(done)
     for run in runs:
-        cells += execute(run, store, runner, a.pytest_args, suite)
-        _write_table(a.table, store, suite)
-    _write_table(a.table, store, suite)
+        cells += execute(run, store, runner, a.pytest_args, suite, keep=keep)
+        _write_table(a.table, keep, suite)
+    _write_table(a.table, keep, suite)
     failed = [c for c in cells if c.gate != PASSED]
     for cell in failed:
         _say(f"{cell.minor} {cell.provider} {cell.behavior}: {cell.gate}"

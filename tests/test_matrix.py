@@ -222,6 +222,23 @@ def test_cells_are_run_kept_and_skipped_on_the_next_run(fake: FakeSuite, tmp_pat
     assert len(fake.pytests()) == 1
 
 
+def test_cells_kept_elsewhere_are_read_back_from_there_and_the_runs_stay_in_the_store(
+        fake: FakeSuite, tmp_path: Path) -> None:
+    cells = tmp_path / "checkout" / "matrix-cells"
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm", "--kept", str(cells)) == cli.Exit.OK
+    assert sorted(p.relative_to(cells).as_posix() for p in cells.rglob("*") if p.is_file()) == \
+        [f"v1.36.5/vm/{LIMITED_SWAP}.json", f"v1.36.5/vm/{NO_SWAP}.json"]
+    assert (tmp_path / "store" / "v1.36.5" / "vm" / f"{NO_SWAP}+{LIMITED_SWAP}" / "junit.xml").is_file()
+    assert kept(tmp_path) == {}, "a cell went to the store"
+    assert "| 1.36 | vm | NoSwap |" in (tmp_path / "matrix.md").read_text()
+
+    fake.calls.clear()
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm", "--kept", str(cells)) == cli.Exit.OK
+    assert fake.calls == [], "the cells kept in --kept were not read back"
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.OK
+    assert len(fake.pytests()) == 1, "without --kept the store is where cells are kept"
+
+
 def test_a_rerun_s_logs_hold_that_run_alone(fake: FakeSuite, tmp_path: Path) -> None:
     fake.build_exit = 1
     assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.FAILED

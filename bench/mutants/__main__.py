@@ -194,7 +194,7 @@ class SharedVm:
             from clusters.vm import qemu
 
             # another guest running: the bench ends here (exit 3), rather than every mutant NOT RUN
-            qemu.ensure_alone(qemu.VmPaths(self.state_dir), qemu.choose_accel())
+            qemu.ensure_alone(qemu.VmPaths(self.state_dir))
             built = k8s_source.release(self.release, base).build_id
             for attempt in (1, 2):  # under emulation kubeadm's 10 s API deadlines are sometimes missed
                 _say(f"booting the shared VM ({built}), attempt {attempt}")

@@ -465,7 +465,7 @@ def check_guest(paths: VmPaths) -> None:
         raise GuestStopped(why)
 
 
-def ensure_alone(own: VmPaths, accel: Accel) -> None:
+def ensure_alone(own: VmPaths, accel: Accel | None = None) -> None:
     """HostBusy when a guest must not start from ``own`` now (sharing_problem). start_qemu asks it;
     a command that builds before it boots asks it first too, so that it refuses before the build."""
     crowded = sharing_problem(own, accel)
@@ -499,16 +499,19 @@ def other_guests(own: VmPaths) -> list[tuple[int, str, Path]]:
     return sorted(found)
 
 
-def sharing_problem(own: VmPaths, accel: Accel) -> str | None:
+def sharing_problem(own: VmPaths, accel: Accel | None = None) -> str | None:
     """Why a guest must not start from ``own`` now, None when it may: under software emulation a
     second guest of the suite shares the host's cores with the first, and both then run slower
     than the waits they were sized for (kubeadm's API deadlines, the suite's bounded waits), so
     one fails for want of CPU, not for anything its kubelet did. Under KVM guests may share, and
     KSC_VM_ALONE=off lets them share under TCG (a host with cores for both)."""
-    if accel.name != "tcg" or not inputs.variable("KSC_VM_ALONE", "on"):
+    if not inputs.variable("KSC_VM_ALONE", "on"):
         return None
     others = other_guests(own)
     if not others:
+        return None
+    accel = accel or choose_accel()  # only now: the KVM probe boots a guest of its own
+    if accel.name != "tcg":
         return None
 
     def named(pid: int, name: str, state_dir: Path) -> str:
