@@ -562,10 +562,8 @@ def _main(a: argparse.Namespace, runner: Runner) -> int:
     print(f"table: {a.table}")
     if a.dry_run:
         return cli.Exit.OK
-    if runs and "vm" in a.providers:  # the suite's vm runs boot in the default state directory
-        from clusters.vm import paths, qemu
-
-        qemu.ensure_alone(qemu.VmPaths(paths.default_state_dir()))
+    if any(run.provider == "vm" for run in runs):
+        _vm_free(vm_state_dir(a.pytest_args))
     cells = list(done)
     for run in runs:
         cells += execute(run, store, runner, a.pytest_args, suite, keep=keep)
@@ -577,6 +575,34 @@ def _main(a: argparse.Namespace, runner: Runner) -> int:
              + (f": {cell.problems[0]}" if cell.problems else ""))
     _say(f"{len(cells) - len(failed)}/{len(cells)} cells passed the gate; table in {a.table}")
     return cli.Exit.FAILED if failed else cli.Exit.OK
+
+
+def vm_state_dir(pytest_args: Sequence[str]) -> Path:
+    """The state directory the suite's vm runs use: --vm-state-dir among the arguments after --, or
+    the default."""
+    from clusters.vm import paths
+
+    for i, arg in enumerate(pytest_args):
+        if arg == "--vm-state-dir" and i + 1 < len(pytest_args):
+            return Path(pytest_args[i + 1])
+        if arg.startswith("--vm-state-dir="):
+            return Path(arg.split("=", 1)[1])
+    return paths.default_state_dir()
+
+
+def _vm_free(state_dir: Path) -> None:
+    """NotReady, before the first build, when a vm run could not use its node: another of the
+    suite's guests runs under emulation, or another run of the suite holds that state directory."""
+    from clusters import pidlock
+    from clusters.vm import qemu
+    from clusters.vm_provider import IN_USE, in_use_by
+
+    qemu.ensure_alone(qemu.VmPaths(state_dir))
+    if (state_dir / IN_USE).exists():
+        try:
+            pidlock.release(pidlock.take(state_dir / IN_USE))
+        except pidlock.Held as held:
+            raise cli.NotReady(in_use_by(state_dir, held.holder)) from None
 
 
 def _write_table(path: Path, store: Path, suite: str) -> None:

@@ -706,8 +706,8 @@ class Variable(BaseModel):
 _BUILDS = ("clusters.vm up", "clusters.vm build", "clusters.vm node-image", "clusters.vm kind-host up",
            "clusters.vm swap-kubelet", "suite:vm", "bench.mutants", "bench.matrix", "bench.vm_bench",
            "bench.kind_bench")
-_BOOTS = ("clusters.vm up", "clusters.vm kind-host up", "suite:vm", "bench.mutants", "bench.matrix", "bench.vm_bench",
-          "bench.kind_bench")
+_BOOTS = ("clusters.vm up", "clusters.vm kind-host up", "clusters.vm build", "suite:vm", "suite:kind", "bench.mutants",
+          "bench.matrix", "bench.vm_bench", "bench.kind_bench")  # build: an image's first boot; kind: the kind host
 _CACHES = ("suite", "clusters.vm", "bench.mutants", "bench.matrix", "bench.vm_bench", "bench.kind_bench")
 
 VARIABLES: tuple[Variable, ...] = (

@@ -206,6 +206,12 @@ class KindHostVm:
         found = hostcheck.checks(kubernetes, root=self._root(), guest_image=True, boot=True,
                                  binaries=kubernetes is not None, which=self.which)
         found.append(hostcheck.tool(self.which, "docker", "docker.io", "talks to the kind host's Docker engine"))
+        if all(c.ok for c in found):  # QEMU is there: another emulated guest stops it before the build
+            from clusters.vm import qemu
+
+            crowded = qemu.sharing_problem(self._host().paths)
+            if crowded:
+                found.append(Check("one emulated guest", False, crowded))
         return [c for c in found if not c.ok]
 
     def start(self, node_image: str | None, progress: Progress, booting: Callable[[], None]) -> KindHostUp:
@@ -217,6 +223,9 @@ class KindHostVm:
                 up = self.running()
                 if up is not None:
                     return up
+            from clusters.vm import qemu
+
+            qemu.ensure_alone(host.paths)  # a guest started since the preflight: before the build
             wanted = self.wanted(node_image)
             images: list[NodeImage] = []
             if isinstance(wanted, NodeImage):

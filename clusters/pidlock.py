@@ -38,22 +38,6 @@ def take(path: Path) -> IO[str]:
     return handle
 
 
-def holder(path: Path) -> str | None:
-    """The pid (as it wrote it, or "?") of the other process holding the lock at ``path``; None
-    when no other process holds it. It creates nothing: a lock file that does not exist is free."""
-    try:
-        handle = open(path)
-    except FileNotFoundError:
-        return None
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return handle.read().strip() or "?"
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return None
-
-
 def release(handle: IO[str]) -> None:
     fcntl.flock(handle, fcntl.LOCK_UN)
     handle.close()

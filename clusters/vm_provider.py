@@ -22,25 +22,23 @@ from clusters.discovery import NotReadyAfterRestart, ready_after_restart
 from clusters.kubelet_config import KubeletChange, Restarted
 from clusters.kubelet_refusal import StartAttempt
 from clusters import pidlock
-from clusters.cli import NotReady
 from clusters.checks import Check, PreflightError
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
 from clusters.shared import get_or_create, record_created
 
 CLUSTER = "ksc-vm"
-# Held by the process that brought the run's VM up or attached to it, for the rest of its life: a
-# second run on the same state directory would otherwise stop the VM as "left from an earlier
-# run", or switch its kubelet, in the middle of the first run's tests.
+# Held from the preflight to the end of the process that owns the run (pytest alone, or xdist's
+# controller, which outlives its workers and tears the VM down): a second run on the same state
+# directory would otherwise stop the VM as "left from an earlier run", or switch its kubelet, in
+# the middle of the first run's tests.
 IN_USE = "in-use.lock"
+_HELD: list[Any] = []  # the open IN_USE locks of this process: open, so held, until it exits
 
 
-def in_use_problem(state_dir: Path) -> str | None:
-    """Why a run must not use the VM in ``state_dir``: another run of the suite holds it."""
-    holder = pidlock.holder(state_dir / IN_USE)
-    return None if holder is None else (
-        f"another run of the suite (pid {holder}) is using the vm node in {state_dir}: wait for it to end, or give"
-        " this run a state directory of its own (--vm-state-dir)")
+def in_use_by(state_dir: Path, holder: str) -> str:
+    return (f"another run of the suite (pid {holder}) is using the vm node in {state_dir}: wait for it to end, or give"
+            " this run a state directory of its own (--vm-state-dir)")
 
 
 class VmProvider(Provider):
@@ -65,7 +63,6 @@ class VmProvider(Provider):
         self.reuse = reuse
         self.state_dir = state_dir
         self._vm: Any = None
-        self._in_use: Any = None  # the open IN_USE lock, once this process holds it
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config, run_dir: Path, progress: Progress | None = None,
@@ -106,9 +103,15 @@ class VmProvider(Provider):
 
         cache = check_cache_dir()
         checks = [cache]
-        busy = in_use_problem(self.vm().state_dir)
-        if busy:
-            checks.append(Check("vm node free", False, busy))
+        state_dir = self.vm().state_dir
+        made_it = not state_dir.exists()
+        held = None
+        try:
+            held = pidlock.take(state_dir / IN_USE)
+        except pidlock.Held as other:
+            checks.append(Check("vm node free", False, in_use_by(state_dir, other.holder)))
+        except OSError as error:  # a state directory that cannot be made (the cache's check says why too)
+            checks.append(Check("vm state directory", False, f"{state_dir}: {error.strerror or error}"))
         if cache.ok:  # the same checks as `python -m clusters.vm up`: tools, Go for what is not built yet
             checks += hostpackages.checked(
                 lambda: hostcheck.checks(self.vm().kubernetes, root=self.vm().cache_dir, guest_image=True, boot=True),
@@ -125,7 +128,12 @@ class VmProvider(Provider):
                 if crowded:
                     checks.append(Check("one emulated guest", False, crowded))
         if not all(c.ok for c in checks):
+            if held is not None:  # a run stopped here has made nothing but the lock
+                pidlock.release(held)
+                if made_it:
+                    pidlock.remove_if_alone(state_dir / IN_USE)
             raise PreflightError(checks)
+        _HELD.append(held)
         self._build_kubernetes()
 
     def _build_kubernetes(self) -> None:
@@ -172,10 +180,6 @@ class VmProvider(Provider):
 
     def _bring_up(self, behavior: str) -> dict[str, Any]:
         vm = self.vm()
-        try:
-            self._in_use = pidlock.take(vm.state_dir / IN_USE)
-        except pidlock.Held:  # taken since the preflight
-            raise NotReady(in_use_problem(vm.state_dir) or f"{vm.state_dir / IN_USE} is held") from None
         if not (self.reuse and vm.is_running()):
             record_created(self.shared_root, {"provider": self.name, "cluster": CLUSTER, "state_dir": str(vm.state_dir)})
         vm.up(behavior, reuse=self.reuse)

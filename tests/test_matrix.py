@@ -419,3 +419,35 @@ def test_the_table_marks_results_of_an_earlier_suite_and_leaves_earlier_pins_out
     rows = [line for line in text.splitlines() if line.startswith("| 1.")]
     assert len(rows) == 1 and rows[0].endswith(f"(suite {SUITE}, changed since) |")
     assert "No cell has run yet" in matrix.table([], SUITE)
+
+
+# --- the vm node it would use ------------------------------------------------------------------
+
+def test_the_vm_state_directory_is_the_one_the_runs_are_given() -> None:
+    from clusters.vm import paths
+
+    assert matrix.vm_state_dir([]) == paths.default_state_dir()
+    assert matrix.vm_state_dir(["-x", "--vm-state-dir", "/s/a"]) == Path("/s/a")
+    assert matrix.vm_state_dir(["--vm-state-dir=/s/b", "-x"]) == Path("/s/b")
+
+
+def test_a_vm_node_another_run_holds_stops_the_matrix_before_any_build(
+        fake: FakeSuite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from clusters.vm_provider import IN_USE
+
+    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
+    state = tmp_path / "cache" / "vm" / "run"
+    state.mkdir(parents=True)
+    hold = ("import sys, time; from pathlib import Path; from clusters import pidlock;"
+            " h = pidlock.take(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(state / IN_USE)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(matrix.ROOT))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.PREFLIGHT
+    finally:
+        holder.kill()
+        holder.wait()
+    assert fake.calls == [], "built or ran while another run held the node"
+    assert f"another run of the suite (pid {holder.pid}) is using the vm node in {state}" in capsys.readouterr().err
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.OK

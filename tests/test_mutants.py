@@ -92,6 +92,21 @@ def test_suite_hash_ignores_prose_and_follows_code(tmp_path: Path, edit: str, ke
     assert (model.suite_hash(tmp_path) == before) is kept
 
 
+def test_suite_hash_is_pinned_so_every_python_computes_the_same(tmp_path: Path) -> None:
+    """The value each of Python 3.10-3.13 computes for this tree: a kept result's suite version is
+    checked on whatever Python the next machine runs (ast.dump is not the same: 3.12 adds fields,
+    and 3.12.1 an empty piece to this f-string's format spec)."""
+    (tmp_path / "e2e").mkdir()
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "conftest.py").write_text("import pytest\n")
+    (tmp_path / "e2e" / "test_a.py").write_text(
+        'def test(x: int = 1, /, *a, k: str = "v", **kw) -> None:\n'
+        '    """Claim."""\n'
+        '    y = f"{x!r:>{k}}"\n'
+        '    assert [i async for i in a] if a else {**kw}, y\n')
+    assert model.suite_hash(tmp_path) == "93f49d4434be"
+
+
 def test_suite_hash_counts_a_non_python_file_by_its_bytes(tmp_path: Path) -> None:
     (tmp_path / "e2e").mkdir()
     (tmp_path / "workloads").mkdir()

@@ -453,10 +453,16 @@ def test_a_second_emulated_guest_is_refused_before_anything_is_created(running, 
     assert qemu.read_pid(second) is None and not second.overlay.exists() and not second.console.exists()
 
 
-def test_a_guest_is_not_in_the_way_of_its_own_state_directory(running, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_guest_is_not_in_the_way_of_its_own_state_directory_however_it_is_written(
+        running, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     start, _ = running
     first = start()
-    assert all(d != first.dir for _, _, d in qemu.other_guests(first))
+    pid = qemu.read_pid(first)
+    assert (pid, "ksc-node", first.dir.resolve()) in qemu.other_guests(qemu.VmPaths(tmp_path / "second"))
+    (tmp_path / "link").symlink_to(first.dir)
+    monkeypatch.chdir(first.dir.parent)
+    for same in (first.dir, Path(first.dir.name), tmp_path / "link", tmp_path / "link" / ".." / first.dir.name):
+        assert pid not in [p for p, _, _ in qemu.other_guests(qemu.VmPaths(same))], same
 
 
 @pytest.mark.parametrize(("accel", "alone"), [("kvm", None), ("tcg", "off")])
@@ -481,8 +487,8 @@ def test_the_refusal_names_how_to_stop_a_kind_host(fake: Path, monkeypatch: pyte
         why = qemu.sharing_problem(qemu.VmPaths(tmp_path / "node"), qemu.Accel("tcg", "test"))
     finally:
         qemu.stop_qemu(paths, timeout=5)
-    assert why is not None and (f"ksc-kind-host, pid {json.loads(fake.read_text())['pid']}, state directory {paths.dir}"
-                                f" (stop it: python -m clusters.vm kind-host down --state-dir '{paths.dir}')") in why, why
+    assert why is not None and (f"ksc-kind-host, pid {json.loads(fake.read_text())['pid']}, state directory {paths.dir}:"
+                                f" stop it with `python -m clusters.vm kind-host down --state-dir '{paths.dir}'`") in why, why
 
 
 def test_a_second_emulated_guest_fails_the_vm_providers_preflight(running, monkeypatch: pytest.MonkeyPatch,
@@ -492,7 +498,7 @@ def test_a_second_emulated_guest_fails_the_vm_providers_preflight(running, monke
     from clusters.vm_provider import VmProvider
 
     start, _ = running
-    start()
+    other = start()
     monkeypatch.delenv("KSC_VM_ALONE")
     monkeypatch.setenv("KSC_VM_ACCEL", "tcg")
     monkeypatch.setattr(hostcheck, "checks", lambda *a, **kw: [])
@@ -502,3 +508,4 @@ def test_a_second_emulated_guest_fails_the_vm_providers_preflight(running, monke
     with pytest.raises(PreflightError) as raised:
         provider.preflight(["LimitedSwap"])
     assert "[FAIL] one emulated guest: another of the suite's guests runs on this host" in str(raised.value), raised.value
+    assert f"ksc-node, pid {qemu.read_pid(other)}, state directory {other.dir}:" in str(raised.value)

@@ -1,7 +1,7 @@
-"""A run of the suite holds its vm node's state directory (clusters/vm_provider.py IN_USE) from the
-moment it brings the VM up or attaches to it: a second run on the same directory stops at its
+"""A run of the suite holds its vm node's state directory (clusters/vm_provider.py IN_USE) from its
+preflight to the end of the process that owns it: a second run on the same directory stops at its
 preflight, naming the first, instead of stopping or reconfiguring the VM under the first run's
-tests. The holder here is a real second process."""
+tests. The other run here is a real second process."""
 
 from __future__ import annotations
 
@@ -12,24 +12,25 @@ from pathlib import Path
 
 import pytest
 
-from clusters import pidlock
-from clusters.checks import PreflightError
-from clusters.cli import NotReady
+from clusters.checks import Check, PreflightError
 from clusters.vm import hostcheck
-from clusters.vm_provider import IN_USE, VmProvider
+from clusters.vm_provider import _HELD, IN_USE, VmProvider
 
+ROOT = Path(__file__).resolve().parents[1]
 HOLD = ("import sys, time; from pathlib import Path; from clusters import pidlock;"
         " h = pidlock.take(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)")
+ASK = ("import sys; from pathlib import Path; from clusters import pidlock\n"
+       "try:\n    pidlock.take(Path(sys.argv[1])); print('free')\n"
+       "except pidlock.Held as held:\n    print('held by', held.holder)")
 
 
 @pytest.fixture
-def another_process() -> Iterator:
-    """Start a process holding the lock at a path; yields the starter, stops them all after."""
+def another_run() -> Iterator:
+    """Start a process holding the lock at a path, as a run does; stops them all after."""
     started: list[subprocess.Popen[str]] = []
 
     def hold(path: Path) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True,
-                                cwd=Path(__file__).resolve().parents[1])
+        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         started.append(proc)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         return proc
@@ -40,51 +41,57 @@ def another_process() -> Iterator:
         proc.wait()
 
 
-def provider(tmp_path: Path) -> VmProvider:
-    return VmProvider(tmp_path / "run", k8s_version=None, kernel="6.12", memory_mb=4096, swap_mb=2048, reuse=False,
-                      state_dir=tmp_path / "state")
+@pytest.fixture
+def preflight(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator:
+    """The vm provider's preflight on a state directory of the test's own, with this host's tools
+    and the build out of the way; what it holds is let go after the test."""
+    monkeypatch.setattr(hostcheck, "checks", lambda *a, **kw: [])
+    monkeypatch.setattr(VmProvider, "_build_kubernetes", lambda self: None)
+    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
+    held = len(_HELD)
+
+    def run() -> None:
+        VmProvider(tmp_path / "run", k8s_version=None, kernel="6.12", memory_mb=4096, swap_mb=2048, reuse=False,
+                   state_dir=tmp_path / "state").preflight(["LimitedSwap"])
+
+    yield run
+    for handle in _HELD[held:]:
+        handle.close()
+    del _HELD[held:]
 
 
-def test_a_lock_file_that_does_not_exist_is_free_and_stays_absent(tmp_path: Path) -> None:
-    assert pidlock.holder(tmp_path / "dir" / "x.lock") is None
-    assert not (tmp_path / "dir").exists()
-
-
-def test_the_holder_is_the_process_that_holds_it_and_only_while_it_lives(tmp_path: Path, another_process) -> None:
-    path = tmp_path / "x.lock"
-    proc = another_process(path)
-    assert pidlock.holder(path) == str(proc.pid)
-    proc.kill()
-    proc.wait()
-    assert pidlock.holder(path) is None
+def ask(path: Path) -> str:
+    """What another process finds: "free", or "held by <pid>"."""
+    return subprocess.run([sys.executable, "-c", ASK, str(path)], capture_output=True, text=True, cwd=ROOT,
+                          check=True).stdout.strip()
 
 
 def test_a_vm_node_in_use_by_another_run_fails_the_preflight_before_the_build(
-        tmp_path: Path, another_process, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hostcheck, "checks", lambda *a, **kw: [])  # this host's tools are not the point
+        tmp_path: Path, another_run, preflight, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(VmProvider, "_build_kubernetes", lambda self: pytest.fail("built while the node is in use"))
     (tmp_path / "state").mkdir()
-    holder = another_process(tmp_path / "state" / IN_USE)
+    holder = another_run(tmp_path / "state" / IN_USE)
     with pytest.raises(PreflightError) as raised:
-        provider(tmp_path).preflight(["LimitedSwap"])
+        preflight()
     assert (f"[FAIL] vm node free: another run of the suite (pid {holder.pid}) is using the vm node in"
             f" {tmp_path / 'state'}: wait for it to end, or give this run a state directory of its own (--vm-state-dir)"
             ) in str(raised.value), raised.value
 
 
-def test_bringing_the_node_up_takes_it_or_stops_before_touching_the_vm(
-        tmp_path: Path, another_process, monkeypatch: pytest.MonkeyPatch) -> None:
-    ups: list[str] = []
-    vm = provider(tmp_path).vm()
-    monkeypatch.setattr(type(vm), "up", lambda self, behavior, reuse=False: ups.append(behavior))
-    (tmp_path / "state").mkdir()
-    holder = another_process(tmp_path / "state" / IN_USE)
-    with pytest.raises(NotReady, match=rf"another run of the suite \(pid {holder.pid}\) is using the vm node"):
-        provider(tmp_path)._bring_up("LimitedSwap")
-    assert ups == []
-    holder.kill()
-    holder.wait()
-    mine = provider(tmp_path)
-    mine._bring_up("NoSwap")
-    assert ups == ["NoSwap"]
-    assert pidlock.holder(tmp_path / "state" / IN_USE) is not None, "the run does not hold its node"
+def test_a_run_past_its_preflight_holds_its_node_until_it_ends(tmp_path: Path, preflight) -> None:
+    import os
+
+    preflight()
+    assert ask(tmp_path / "state" / IN_USE) == f"held by {os.getpid()}"
+    for handle in _HELD:
+        handle.close()
+    _HELD.clear()
+    assert ask(tmp_path / "state" / IN_USE) == "free"
+
+
+def test_a_run_its_preflight_stops_leaves_no_state_directory_behind(
+        tmp_path: Path, preflight, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hostcheck, "checks", lambda *a, **kw: [Check("qemu-system-x86_64", False, "not on PATH")])
+    with pytest.raises(PreflightError, match="qemu-system-x86_64: not on PATH"):
+        preflight()
+    assert not (tmp_path / "state").exists()

@@ -131,7 +131,22 @@ def _code_of(path: Path) -> bytes:
                 and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree).encode()
+    return _canonical(tree).encode()
+
+
+def _canonical(node: object) -> str:
+    """The tree as text, the same on every Python the project supports: ``ast.dump`` is not (3.12
+    added fields such as ``type_params``, always present and mostly empty), so a field left empty
+    is left out, and an f-string's empty pieces too."""
+    if isinstance(node, ast.JoinedStr):  # 3.12.0-3.12.x put an empty Constant in some f-strings
+        node = ast.JoinedStr(values=[v for v in node.values if not (isinstance(v, ast.Constant) and v.value == "")])
+    if isinstance(node, ast.AST):
+        fields = [f"{name}={_canonical(value)}" for name, value in ast.iter_fields(node)
+                  if value is not None and value != []]
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_canonical(item) for item in node) + "]"
+    return repr(node)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from typing import Any
 from clusters import cli, inputs, versions
 
 from . import build as _build
+from . import qemu
 from . import k8s_source
 from .k8s_source import KubernetesSource, SourceError
 
@@ -186,8 +187,6 @@ def _preflight(kubernetes: KubernetesSource | None, cache: Path, *, guest_image:
         lambda: hostcheck.checks(kubernetes, root=cache, guest_image=guest_image, boot=boot, binaries=binaries),
         install, stderr_progress("host")))
     if boot:  # the accelerator too: KSC_VM_ACCEL=kvm on a host whose KVM runs no guest is exit 3, before any build
-        from . import qemu
-
         qemu.choose_accel()
 
 
@@ -230,6 +229,8 @@ def _kind_host_main(a: argparse.Namespace) -> int:
         with host.starting():  # before the node image is built: a second `up` stops here, at once
             _preflight(kubernetes, _cache(), guest_image=True, boot=True, binaries=not a.no_node_image,
                        install=a.install_host_packages)
+            if not (a.reuse and host.is_running()):
+                qemu.ensure_alone(host.paths)  # another emulated guest: before the node image's build
             images = [] if a.no_node_image else [build_node_image(kubernetes, progress=host.progress)]
             st = host.up(images, reuse=a.reuse)
         env = st.env()

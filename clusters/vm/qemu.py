@@ -475,27 +475,35 @@ def ensure_alone(own: VmPaths, accel: Accel | None = None) -> None:
 
 # How each of the suite's guests (qemu's -name) is stopped by hand, given its state directory.
 _STOP_COMMAND = {"ksc-node": "python -m clusters.vm down --state-dir {dir}",
-                 "ksc-kind-host": "python -m clusters.vm kind-host down --state-dir {dir}"}
+                 "ksc-kind-host": "python -m clusters.vm kind-host down --state-dir {dir}",
+                 # the image build's first boot (image.py bake_images): nothing but its pid stops it
+                 "ksc-bake": "kill {pid}"}
 
 
 def other_guests(own: VmPaths) -> list[tuple[int, str, Path]]:
     """The suite's guests running on this host from another state directory than ``own``'s, as
-    (pid, qemu's -name, state directory): any qemu whose -name starts with "ksc-"."""
+    (pid, qemu's -name, state directory, absolute): any qemu whose -name starts with "ksc-". A
+    directory is the same however it was written (relative to qemu's working directory, through
+    a symbolic link)."""
+    mine = os.path.realpath(own.dir)
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             argv = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")]
+            # qemu-system-* as any argument's base name: the binary itself, or a wrapper's "$0"
+            if not any(Path(a).name.startswith("qemu-system") for a in argv) or "-name" not in argv \
+                    or "-pidfile" not in argv:
+                continue
+            name, pidfile = argv[argv.index("-name") + 1:][:1], argv[argv.index("-pidfile") + 1:][:1]
+            if not (name and pidfile and name[0].startswith("ksc-")):
+                continue
+            state_dir = os.path.realpath(os.path.join(os.readlink(proc / "cwd"), os.path.dirname(pidfile[0])))
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        # qemu-system-* as any argument's base name: the binary itself, or a wrapper's "$0"
-        if not any(Path(a).name.startswith("qemu-system") for a in argv) or "-name" not in argv \
-                or "-pidfile" not in argv:
-            continue
-        name, pidfile = argv[argv.index("-name") + 1:][:1], argv[argv.index("-pidfile") + 1:][:1]
-        if name and pidfile and name[0].startswith("ksc-") and Path(pidfile[0]).parent != own.dir:
-            found.append((int(proc.name), name[0], Path(pidfile[0]).parent))
+        if state_dir != mine:
+            found.append((int(proc.name), name[0], Path(state_dir)))
     return sorted(found)
 
 
@@ -515,14 +523,13 @@ def sharing_problem(own: VmPaths, accel: Accel | None = None) -> str | None:
         return None
 
     def named(pid: int, name: str, state_dir: Path) -> str:
-        stop = _STOP_COMMAND.get(name)
-        how = f"stop it: {stop.format(dir=shlex.quote(str(state_dir)))}" if stop else "its command stops it"
-        return f"{name}, pid {pid}, state directory {state_dir} ({how})"
+        stop = _STOP_COMMAND.get(name, "kill {pid}").format(dir=shlex.quote(str(state_dir)), pid=pid)
+        return f"{name}, pid {pid}, state directory {state_dir}: stop it with `{stop}`"
 
     return (f"another of the suite's guests runs on this host ({'; '.join(named(*g) for g in others)}), and this one"
             f" would run under software emulation ({accel.reason}): two emulated guests starve each other of CPU and"
-            " fail on time, not on what they test; wait for the command that started it to end, or stop it (or, on"
-            " a host with cores for both, KSC_VM_ALONE=off)")
+            " fail on time, not on what they test. Wait for the run or command using it to end, or stop it if"
+            " nothing uses it (or, on a host with cores for both, set KSC_VM_ALONE=off)")
 
 
 def start_qemu(
