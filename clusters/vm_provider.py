@@ -33,7 +33,7 @@ CLUSTER = "ksc-vm"
 # directory would otherwise stop the VM as "left from an earlier run", or switch its kubelet, in
 # the middle of the first run's tests.
 IN_USE = "in-use.lock"
-_HELD: list[Any] = []  # the open IN_USE locks of this process: open, so held, until it exits
+_HELD: dict[Path, Any] = {}  # this process's open IN_USE locks by state directory: held until it exits
 
 
 def in_use_by(state_dir: Path, holder: str) -> str:
@@ -107,7 +107,8 @@ class VmProvider(Provider):
         made_it = not state_dir.exists()
         held = None
         try:
-            held = pidlock.take(state_dir / IN_USE)
+            if state_dir.resolve() not in _HELD:  # this process's run holds it already: a second preflight
+                held = pidlock.take(state_dir / IN_USE)
         except pidlock.Held as other:
             checks.append(Check("vm node free", False, in_use_by(state_dir, other.holder)))
         except OSError as error:  # a state directory that cannot be made (the cache's check says why too)
@@ -133,7 +134,8 @@ class VmProvider(Provider):
                 if made_it:
                     pidlock.remove_if_alone(state_dir / IN_USE)
             raise PreflightError(checks)
-        _HELD.append(held)
+        if held is not None:
+            _HELD[state_dir.resolve()] = held
         self._build_kubernetes()
 
     def _build_kubernetes(self) -> None:

@@ -48,16 +48,15 @@ def preflight(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator:
     monkeypatch.setattr(hostcheck, "checks", lambda *a, **kw: [])
     monkeypatch.setattr(VmProvider, "_build_kubernetes", lambda self: None)
     monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
-    held = len(_HELD)
+    before = set(_HELD)
 
     def run() -> None:
         VmProvider(tmp_path / "run", k8s_version=None, kernel="6.12", memory_mb=4096, swap_mb=2048, reuse=False,
                    state_dir=tmp_path / "state").preflight(["LimitedSwap"])
 
     yield run
-    for handle in _HELD[held:]:
-        handle.close()
-    del _HELD[held:]
+    for path in set(_HELD) - before:
+        _HELD.pop(path).close()
 
 
 def ask(path: Path) -> str:
@@ -83,9 +82,8 @@ def test_a_run_past_its_preflight_holds_its_node_until_it_ends(tmp_path: Path, p
 
     preflight()
     assert ask(tmp_path / "state" / IN_USE) == f"held by {os.getpid()}"
-    for handle in _HELD:
-        handle.close()
-    _HELD.clear()
+    preflight()  # the same run asking again (a second provider object, as in-process runs make)
+    _HELD.pop((tmp_path / "state").resolve()).close()
     assert ask(tmp_path / "state" / IN_USE) == "free"
 
 
