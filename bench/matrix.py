@@ -443,8 +443,9 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds else "—"
 
 
-def table(cells: Sequence[Cell], suite: str) -> str:
-    """The Markdown table of the cells: one row per minor × provider × behavior (and version)."""
+def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
+    """The Markdown table of the cells: one row per minor × provider × behavior (and version);
+    ``kept_in``: where the cells are, as the reader can find them."""
     rows = sorted(cells, key=_order)
     lines = [
         "# Kubernetes version matrix",
@@ -454,7 +455,7 @@ def table(cells: Sequence[Cell], suite: str) -> str:
         " last ran it. One run of the suite covers a minor × provider's behaviors together: its wall time"
         " is theirs. *skipped*: skips the gate accepts (a node older than a test needs); *could not"
         " test*: skips it does not accept and gate-mode \"could not test\" failures. *build*: the kubelet"
-        " version the node reported.",
+        " version the node reported." + (f" The cells: `{kept_in}`." if kept_in else ""),
         "",
         "| minor | provider | behavior | passed | failed | skipped | could not test | gate | wall time | build | date |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -607,7 +608,8 @@ def _vm_free(state_dir: Path) -> None:
 
 def _write_table(path: Path, store: Path, suite: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table(every_kept(store, current_builds()), suite))
+    shown = store.relative_to(ROOT).as_posix() + "/" if store.is_relative_to(ROOT) else ""  # a checkout's, not a cache's
+    path.write_text(table(every_kept(store, current_builds()), suite, shown))
 
 
 if __name__ == "__main__":

@@ -103,6 +103,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeSuite:
     import bench.mutants
 
     monkeypatch.setattr(bench.mutants, "suite_hash", lambda root: SUITE)
+    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))  # the vm node it checks is the test's own
     return FakeSuite(tmp_path / "cache")
 
 
@@ -435,7 +436,6 @@ def test_a_vm_node_another_run_holds_stops_the_matrix_before_any_build(
         fake: FakeSuite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     from clusters.vm_provider import IN_USE
 
-    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
     state = tmp_path / "cache" / "vm" / "run"
     state.mkdir(parents=True)
     hold = ("import sys, time; from pathlib import Path; from clusters import pidlock;"
