@@ -436,18 +436,12 @@ def test_a_vm_node_another_run_holds_stops_the_matrix_before_any_build(
         fake: FakeSuite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     from clusters.vm_provider import IN_USE
 
+    from tests.lock_holder import holding
+
     state = tmp_path / "cache" / "vm" / "run"
     state.mkdir(parents=True)
-    hold = ("import sys, time; from pathlib import Path; from clusters import pidlock;"
-            " h = pidlock.take(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)")
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(state / IN_USE)], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(matrix.ROOT))
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with holding(state / IN_USE) as holder:
         assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.PREFLIGHT
-    finally:
-        holder.kill()
-        holder.wait()
     assert fake.calls == [], "built or ran while another run held the node"
     assert f"another run of the suite (pid {holder.pid}) is using the vm node in {state}" in capsys.readouterr().err
     assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.OK

@@ -66,12 +66,18 @@ def test_outcomes_survive_a_round_trip() -> None:
     assert model.Outcome.from_json(o.to_json()) == o
 
 
+def suite_tree(root: Path, files: dict[str, str]) -> Path:
+    """A project with the suite's inputs (e2e/, workloads/, conftest.py) and ``files`` in it."""
+    (root / "e2e").mkdir()
+    (root / "workloads").mkdir()
+    (root / "conftest.py").write_text("x = 1\n")
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
 def test_suite_hash_follows_the_tests(tmp_path: Path) -> None:
-    (tmp_path / "e2e").mkdir()
-    (tmp_path / "workloads").mkdir()
-    (tmp_path / "conftest.py").write_text("x = 1\n")
-    (tmp_path / "e2e" / "test_a.py").write_text("def test(): pass\n")
-    before = model.suite_hash(tmp_path)
+    before = model.suite_hash(suite_tree(tmp_path, {"e2e/test_a.py": "def test(): pass\n"}))
     (tmp_path / "e2e" / "test_a.py").write_text("def test(): assert 0\n")
     assert model.suite_hash(tmp_path) != before
 
@@ -83,11 +89,7 @@ def test_suite_hash_follows_the_tests(tmp_path: Path) -> None:
     ('def test():\n    """Says it."""\n    y = "a"\n', False),
 ])
 def test_suite_hash_ignores_prose_and_follows_code(tmp_path: Path, edit: str, kept: bool) -> None:
-    (tmp_path / "e2e").mkdir()
-    (tmp_path / "workloads").mkdir()
-    (tmp_path / "conftest.py").write_text("x = 1\n")
-    (tmp_path / "e2e" / "test_a.py").write_text('def test():\n    """Says it."""\n    x = "a"\n')
-    before = model.suite_hash(tmp_path)
+    before = model.suite_hash(suite_tree(tmp_path, {"e2e/test_a.py": 'def test():\n    """Says it."""\n    x = "a"\n'}))
     (tmp_path / "e2e" / "test_a.py").write_text(edit)
     assert (model.suite_hash(tmp_path) == before) is kept
 
@@ -96,24 +98,18 @@ def test_suite_hash_is_pinned_so_every_python_computes_the_same(tmp_path: Path) 
     """The value each of Python 3.10-3.13 computes for this tree: a kept result's suite version is
     checked on whatever Python the next machine runs (ast.dump is not the same: 3.12 adds fields,
     and 3.12.1 an empty piece to this f-string's format spec)."""
-    (tmp_path / "e2e").mkdir()
-    (tmp_path / "workloads").mkdir()
-    (tmp_path / "conftest.py").write_text("import pytest\n")
-    (tmp_path / "e2e" / "test_a.py").write_text(
-        'def test(x: int = 1, /, *a, k: str = "v", **kw) -> None:\n'
-        '    """Claim."""\n'
-        '    y = f"{x!r:>{k}}"\n'
-        '    assert [i async for i in a] if a else {**kw}, y\n')
+    suite_tree(tmp_path, {"conftest.py": "import pytest\n", "e2e/test_a.py":
+                          'def test(x: int = 1, /, *a, k: str = "v", **kw) -> None:\n'
+                          '    """Claim."""\n'
+                          '    y = f"{x!r:>{k}}"\n'
+                          '    assert [i async for i in a] if a else {**kw}, y\n'})
     assert model.suite_hash(tmp_path) == "93f49d4434be"
 
 
 def test_suite_hash_counts_a_non_python_file_by_its_bytes(tmp_path: Path) -> None:
-    (tmp_path / "e2e").mkdir()
-    (tmp_path / "workloads").mkdir()
-    (tmp_path / "conftest.py").write_text("x = 1\n")
-    (tmp_path / "workloads" / "stress.c").write_text("/* a */ int main(void) { return 0; }\n")
-    before = model.suite_hash(tmp_path)
-    (tmp_path / "workloads" / "stress.c").write_text("/* b */ int main(void) { return 0; }\n")
+    stress = "workloads/stress.c"
+    before = model.suite_hash(suite_tree(tmp_path, {stress: "/* a */ int main(void) { return 0; }\n"}))
+    (tmp_path / stress).write_text("/* b */ int main(void) { return 0; }\n")
     assert model.suite_hash(tmp_path) != before
 
 

@@ -5,8 +5,7 @@ tests. The other run here is a real second process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,30 +14,7 @@ import pytest
 from clusters.checks import Check, PreflightError
 from clusters.vm import hostcheck
 from clusters.vm_provider import _HELD, IN_USE, VmProvider
-
-ROOT = Path(__file__).resolve().parents[1]
-HOLD = ("import sys, time; from pathlib import Path; from clusters import pidlock;"
-        " h = pidlock.take(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)")
-ASK = ("import sys; from pathlib import Path; from clusters import pidlock\n"
-       "try:\n    pidlock.take(Path(sys.argv[1])); print('free')\n"
-       "except pidlock.Held as held:\n    print('held by', held.holder)")
-
-
-@pytest.fixture
-def another_run() -> Iterator:
-    """Start a process holding the lock at a path, as a run does; stops them all after."""
-    started: list[subprocess.Popen[str]] = []
-
-    def hold(path: Path) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        started.append(proc)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-        return proc
-
-    yield hold
-    for proc in started:
-        proc.kill()
-        proc.wait()
+from tests.lock_holder import ask, holding
 
 
 @pytest.fixture
@@ -59,18 +35,11 @@ def preflight(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator:
         _HELD.pop(path).close()
 
 
-def ask(path: Path) -> str:
-    """What another process finds: "free", or "held by <pid>"."""
-    return subprocess.run([sys.executable, "-c", ASK, str(path)], capture_output=True, text=True, cwd=ROOT,
-                          check=True).stdout.strip()
-
-
 def test_a_vm_node_in_use_by_another_run_fails_the_preflight_before_the_build(
-        tmp_path: Path, another_run, preflight, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, preflight, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(VmProvider, "_build_kubernetes", lambda self: pytest.fail("built while the node is in use"))
     (tmp_path / "state").mkdir()
-    holder = another_run(tmp_path / "state" / IN_USE)
-    with pytest.raises(PreflightError) as raised:
+    with holding(tmp_path / "state" / IN_USE) as holder, pytest.raises(PreflightError) as raised:
         preflight()
     assert (f"[FAIL] vm node free: another run of the suite (pid {holder.pid}) is using the vm node in"
             f" {tmp_path / 'state'}: wait for it to end, or give this run a state directory of its own (--vm-state-dir)"
@@ -78,8 +47,6 @@ def test_a_vm_node_in_use_by_another_run_fails_the_preflight_before_the_build(
 
 
 def test_a_run_past_its_preflight_holds_its_node_until_it_ends(tmp_path: Path, preflight) -> None:
-    import os
-
     preflight()
     assert ask(tmp_path / "state" / IN_USE) == f"held by {os.getpid()}"
     preflight()  # the same run asking again (a second provider object, as in-process runs make)
