@@ -35,8 +35,7 @@ from typing import Any
 from clusters import cli, inputs, versions
 
 from . import build as _build
-from . import qemu
-from . import k8s_source
+from . import k8s_source, qemu
 from .k8s_source import KubernetesSource, SourceError
 
 def _failures() -> tuple[type[BaseException], ...]:
