@@ -596,14 +596,11 @@ def _vm_free(state_dir: Path) -> None:
     suite's guests runs under emulation, or another run of the suite holds that state directory."""
     from clusters import pidlock
     from clusters.vm import qemu
-    from clusters.vm_provider import IN_USE, in_use_by
+    from clusters.vm_provider import IN_USE, take_node
 
     qemu.ensure_alone(qemu.VmPaths(state_dir))
-    if (state_dir / IN_USE).exists():
-        try:
-            pidlock.release(pidlock.take(state_dir / IN_USE))
-        except pidlock.Held as held:
-            raise cli.NotReady(in_use_by(state_dir, held.holder)) from None
+    if (state_dir / IN_USE).exists():  # absent: no run has held it, and a check makes no directory
+        pidlock.release(take_node(state_dir))
 
 
 def _write_table(path: Path, store: Path, suite: str) -> None:

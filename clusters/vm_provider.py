@@ -22,6 +22,7 @@ from clusters.discovery import NotReadyAfterRestart, ready_after_restart
 from clusters.kubelet_config import KubeletChange, Restarted
 from clusters.kubelet_refusal import StartAttempt
 from clusters import pidlock
+from clusters.cli import NotReady
 from clusters.checks import Check, PreflightError
 from clusters.progress import Progress
 from clusters.provider import NotCoveredError, Provider, SwapNode
@@ -36,9 +37,17 @@ IN_USE = "in-use.lock"
 _HELD: dict[Path, Any] = {}  # this process's open IN_USE locks by state directory: held until it exits
 
 
-def in_use_by(state_dir: Path, holder: str) -> str:
-    return (f"another run of the suite (pid {holder}) is using the vm node in {state_dir}: wait for it to end, or give"
-            " this run a state directory of its own (--vm-state-dir)")
+class NodeInUse(NotReady):
+    """Another run of the suite holds the vm node's state directory (exit 3)."""
+
+
+def take_node(state_dir: Path) -> Any:
+    """The open, held IN_USE lock of ``state_dir``; NodeInUse naming the run that holds it."""
+    try:
+        return pidlock.take(state_dir / IN_USE)
+    except pidlock.Held as other:
+        raise NodeInUse(f"another run of the suite (pid {other.holder}) is using the vm node in {state_dir}: wait for"
+                        " it to end, or give this run a state directory of its own (--vm-state-dir)") from None
 
 
 class VmProvider(Provider):
@@ -108,9 +117,9 @@ class VmProvider(Provider):
         held = None
         try:
             if state_dir.resolve() not in _HELD:  # this process's run holds it already: a second preflight
-                held = pidlock.take(state_dir / IN_USE)
-        except pidlock.Held as other:
-            checks.append(Check("vm node free", False, in_use_by(state_dir, other.holder)))
+                held = take_node(state_dir)
+        except NodeInUse as error:
+            checks.append(Check("vm node free", False, str(error)))
         except OSError as error:  # a state directory that cannot be made (the cache's check says why too)
             checks.append(Check("vm state directory", False, f"{state_dir}: {error.strerror or error}"))
         if cache.ok:  # the same checks as `python -m clusters.vm up`: tools, Go for what is not built yet
