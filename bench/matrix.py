@@ -143,11 +143,22 @@ class Cell:
     __pydantic_config__ = ConfigDict(strict=True, extra="ignore")
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
+        """The cell as kept. Paths under the home directory read ``~/...``: a cell committed to the
+        checkout (``--kept``) names where its logs are without naming the machine's user."""
+        fields = dataclasses.asdict(self)
+        for name in ("artifact", "results_dir"):
+            fields[name] = _homeless(fields[name])
+        fields["problems"] = [_homeless(p) for p in fields["problems"]]
+        return json.dumps(fields, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: str = "kept cell") -> "Cell":
         return inputs.load_json(text, cls, source)
+
+
+def _homeless(text: str) -> str:
+    home = str(Path.home()).rstrip("/")
+    return re.sub(rf"(?<![\w/.~-]){re.escape(home)}(?![\w.-])", "~", text) if home else text
 
 
 def kept_path(store: Path, run: Run, behavior: str) -> Path:

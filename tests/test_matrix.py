@@ -422,6 +422,21 @@ def test_the_table_marks_results_of_an_earlier_suite_and_leaves_earlier_pins_out
     assert "No cell has run yet" in matrix.table([], SUITE)
 
 
+def test_a_kept_cell_names_paths_under_home_without_the_user(tmp_path: Path, monkeypatch) -> None:
+    """A cell committed to the checkout says ~/... where this machine's home directory is; a path
+    that merely begins like it is left as it is, and the cell reads back."""
+    home = tmp_path / "home" / "ann"
+    monkeypatch.setenv("HOME", str(home))
+    cell = matrix.Cell("1.36", "vm", NO_SWAP, "v1.36.5", artifact=f"{home}/.cache/ksc/vm/disk.raw",
+                       results_dir=f"{home}/.cache/ksc/matrix/NoSwap",
+                       problems=[f"see {home}/.cache/ksc/pytest.log", f"{home}x/a and {home}.bak/b"])
+    text = cell.to_json()
+    assert str(home) + "/" not in text
+    back = matrix.Cell.from_json(text)
+    assert (back.artifact, back.results_dir) == ("~/.cache/ksc/vm/disk.raw", "~/.cache/ksc/matrix/NoSwap")
+    assert back.problems == ["see ~/.cache/ksc/pytest.log", f"{home}x/a and {home}.bak/b"]
+
+
 # --- the vm node it would use ------------------------------------------------------------------
 
 def test_the_vm_state_directory_is_the_one_the_runs_are_given() -> None:
