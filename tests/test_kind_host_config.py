@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -184,3 +185,59 @@ def test_the_bridge_cni_does_not_masquerade() -> None:
     conflist = nodeimage.BRIDGE_CNI_SCRIPT.split("<<EOF\n", 1)[1].split("\nEOF\n", 1)[0]
     bridge = json.loads(conflist.replace("$cidr", "10.244.0.0/24"))["plugins"][0]
     assert bridge["type"] == "bridge" and bridge["ipMasq"] is False
+
+
+def _pairs(obj: object, path: tuple = ()) -> set[tuple]:
+    """A kubeadm document as (path, value) pairs; a list of {name, value} (extraArgs, extraEnvs)
+    is a map by name, as kubeadm reads it."""
+    if isinstance(obj, dict):
+        return {pair for key, value in obj.items() for pair in _pairs(value, (*path, key))}
+    if isinstance(obj, list) and obj and all(isinstance(i, dict) and set(i) == {"name", "value"} for i in obj):
+        return {((*path, i["name"]), i["value"]) for i in obj}
+    return {(path, tuple(obj) if isinstance(obj, list) else obj)}
+
+
+def _seconds(duration: str) -> int:
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", duration)
+    assert parts and duration, f"not a kubeadm duration: {duration!r}"
+    hours, minutes, seconds = (int(p or 0) for p in parts.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def _of_kind(text: str, kind: str) -> dict:
+    return next(d for d in yaml.safe_load_all(text) if d["kind"] == kind)
+
+
+def test_the_kind_emulated_profile_lightens_the_control_plane_as_the_vm_node_does() -> None:
+    """One emulated profile, two renderings (decisions 0004, 0023): whatever the vm node's kubeadm
+    config adds to the control plane under TCG, the kind emulated-host profile adds too (through
+    its ClusterConfiguration patch or a JSON 6902 add); kubeadm waits there at least as long as on
+    the vm node, whose host runs one node where the kind host runs a cluster; and containerd's CRI
+    stats are as sparse. A lightening added to one side alone fails here."""
+    from clusters.vm import node
+
+    light, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=True)
+    plain, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=False)
+    wanted = _pairs(_of_kind(light, "ClusterConfiguration")) - _pairs(_of_kind(plain, "ClusterConfiguration"))
+    assert wanted, "the vm node's emulated config adds nothing: this check reads the wrong documents"
+
+    profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
+    patches = [yaml.safe_load(p) for p in profile["kubeadmConfigPatches"]]
+    kind_has = set().union(*(_pairs(p) for p in patches if p["kind"] == "ClusterConfiguration"))
+    for patch in (p for p in profile["kubeadmConfigPatchesJSON6902"] if p["kind"] == "ClusterConfiguration"):
+        for op in yaml.safe_load(patch["patch"]):
+            *where, last = op["path"].strip("/").split("/")
+            assert op["op"] == "add" and last == "-", op
+            kind_has |= _pairs([op["value"]], tuple(where))
+    assert sorted(wanted - kind_has, key=str) == []
+
+    vm_waits = _of_kind(light, "InitConfiguration")["timeouts"]
+    kind_waits = next(p for p in patches if p["kind"] == "InitConfiguration")["timeouts"]
+    shorter = {key: (kind_waits.get(key), wait) for key, wait in vm_waits.items()
+               if key not in kind_waits or _seconds(kind_waits[key]) < _seconds(wait)}
+    assert shorter == {}, "kind's wait (left) is shorter than the vm node's (right)"
+    join = next(p for p in patches if p["kind"] == "JoinConfiguration")["timeouts"]
+    assert all(_seconds(join[key]) >= _seconds(vm_waits[key]) for key in join if key in vm_waits), join
+
+    containerd = "\n".join(profile["containerdConfigPatches"])
+    assert f"stats_collect_period = '{guestfiles.EMULATED_STATS_COLLECT_PERIOD}'" in containerd
