@@ -179,6 +179,7 @@ def bench_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(bench, "run_one", run_one)
     monkeypatch.setattr(bench, "_say", lambda line: None)
+    monkeypatch.setattr(bench, "MATRIX_CELLS", tmp_path / "no-matrix-cells")  # not the checkout's
     return patches, runs
 
 
@@ -288,3 +289,47 @@ def test_the_docs_keep_every_releases_section(tmp_path: Path) -> None:
     assert rows == ["| v1.34.12 | 1/1 | 0 | no baseline run | 2026-12-02 | `ccc` |",
                     "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` |"]
     assert list(docs.sections(page)) == ["v1.34.12", "v1.37.1"] and "bbb" not in page.read_text()
+
+
+def _cell(cells: Path, behavior: str, **fields) -> None:
+    from bench import matrix
+
+    cell = matrix.Cell("1.36", "vm", behavior, "v1.36.5", gate=matrix.PASSED, passed=90, skipped=6, build="v1.36.5",
+                       seconds=2800.0, date="2026-11-29", suite=model.suite_hash(model.HERE.parents[1]))
+    for name, value in fields.items():
+        setattr(cell, name, value)
+    (cells / "v1.36.5" / "vm").mkdir(parents=True, exist_ok=True)
+    (cells / "v1.36.5" / "vm" / f"{behavior}.json").write_text(cell.to_json())
+
+
+@pytest.mark.parametrize(("cells", "extra", "from_matrix"), [
+    ({"LimitedSwap": {}}, [], True),
+    ({"LimitedSwap": {}}, ["--rerun"], False),
+    ({"LimitedSwap": {}}, ["-k", "test_x"], False),
+    ({"NoSwap": {}}, [], False),  # the baseline runs on LimitedSwap (the mutants' behavior)
+    ({"LimitedSwap": {"suite": "another00000"}}, [], False),
+    ({"LimitedSwap": {"gate": "FAILED", "failed": 1}}, [], False),
+    ({"LimitedSwap": {"could_not_test": 1}}, [], False),
+    ({"LimitedSwap": {"build": "v1.36.5+patch.0123456789ab"}}, [], False),  # a patched kubelet's run
+], ids=["passed", "rerun", "narrowed", "other-behavior", "other-suite", "gate-failed", "could-not-test", "patched"])
+def test_the_baseline_is_the_matrixs_gate_passed_run_of_this_suite(tmp_path: Path, bench_dir, capsys, cells: dict,
+                                                                   extra: list[str], from_matrix: bool) -> None:
+    """Where the version matrix kept a gate-passed cell of this suite on the unmodified release for
+    every behavior the baseline runs, that run of the full suite is the baseline (kept, said in the
+    table); anything less, or --rerun, -k, and the baseline runs."""
+    from bench.mutants import __main__ as bench
+
+    patches, runs = bench_dir
+    for behavior, fields in cells.items():
+        _cell(tmp_path / "cells", behavior, **fields)
+    argv = ["--patches", str(patches), "--state-dir", str(tmp_path / "state"), "--results-dir", str(tmp_path / "r"),
+            "--k8s-version", "v1.36.5", "--matrix-cells", str(tmp_path / "cells"), *extra]
+    assert bench.main(argv) == cli.Exit.OK
+    table = capsys.readouterr().out
+    assert ("baseline" not in {r["name"] for r in runs}) is from_matrix
+    kept = model.Outcome.from_json((tmp_path / "r" / "mutants" / "baseline-v1.36.5-vm.json").read_text())
+    assert ("from the version matrix's gate-passed cells (LimitedSwap 2026-11-29" in kept.selection) is from_matrix
+    if from_matrix:
+        assert (kept.passed, kept.skipped, kept.seconds, kept.verdict) == (90, 6, 2800.0, model.SURVIVED)
+        assert "unmodified build v1.36.5: 90 passed, 0 failed, 6 skipped in 46.7 min" in table
+        assert table.splitlines()[-1].endswith(", 0 false alarms")
