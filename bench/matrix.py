@@ -40,29 +40,29 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import json
 import re
 import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ConfigDict
 
+from bench.cells import COULD_NOT_RUN, FAILED, PASSED, Cell, read_kept
+from bench.mutants import releases, standing
 from clusters import behaviors as swap_behaviors
 from clusters import cli, commands, inputs, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "measurements" / "matrix.md"
 NODE_IMAGES = ROOT / "clusters" / "kind" / "node-images.yaml"
+MUTANT_RESULTS = standing.KEPT
 PROVIDERS = ("vm", "kind")
 # The released behaviors: WorkloadControlledSwap needs a build with KEP-5359, which no supported
 # release has.
 BEHAVIORS = (swap_behaviors.NO_SWAP, swap_behaviors.LIMITED_SWAP)
-PASSED, FAILED, COULD_NOT_RUN = "passed", "FAILED", "could not run"
 # pytest's exit codes of a run that stopped before its verdict: interrupted, preflight (or an
 # internal error), usage, no tests collected. Its cells could not run, whatever its report says.
 STOPPED = (cli.Exit.INTERRUPTED, cli.Exit.PREFLIGHT, cli.Exit.USAGE, 5)
@@ -114,67 +114,8 @@ class Run:
                 "--results-dir", str(self.results_dir(store)), *extra]
 
 
-@dataclass
-class Cell:
-    """What one minor × provider × behavior cell showed (kept as JSON)."""
-
-    minor: str
-    provider: str
-    behavior: str
-    version: str  # asked for (the pin, or the published image's)
-    gate: str = COULD_NOT_RUN  # passed / FAILED / could not run
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0  # skips the gate accepts (a node older than a test needs, checked)
-    could_not_test: int = 0  # skips it does not accept, and gate-mode "could not test" failures
-    problems: list[str] = field(default_factory=list)  # the gate's, or why the cell could not run
-    build: str = ""  # the kubelet version the node reported (a build id for a patched build)
-    artifact: str = ""  # what the build made: the vm disk, the kind node image
-    seconds: float = 0.0  # wall time of the suite's run (shared by the behaviors it covered)
-    build_seconds: float = 0.0
-    behaviors_in_run: list[str] = field(default_factory=list)
-    date: str = ""
-    suite: str = ""
-    exit_code: int | None = None
-    results_dir: str = ""
-
-    # read back with its types checked (clusters/inputs.py); fields a later version of the bench
-    # keeps are let by
-    __pydantic_config__ = ConfigDict(strict=True, extra="ignore")
-
-    def to_json(self) -> str:
-        """The cell as kept. Paths under the home directory read ``~/...``: a cell committed to the
-        checkout (``--kept``) names where its logs are without naming the machine's user."""
-        fields = dataclasses.asdict(self)
-        for name in ("artifact", "results_dir"):
-            fields[name] = _homeless(fields[name])
-        fields["problems"] = [_homeless(p) for p in fields["problems"]]
-        return json.dumps(fields, indent=2) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, source: str = "kept cell") -> "Cell":
-        return inputs.load_json(text, cls, source)
-
-
-def _homeless(text: str) -> str:
-    home = str(Path.home()).rstrip("/")
-    return re.sub(rf"(?<![\w/.~-]){re.escape(home)}(?![\w.-])", "~", text) if home else text
-
-
 def kept_path(store: Path, run: Run, behavior: str) -> Path:
     return run.directory(store) / f"{behavior}.json"
-
-
-def read_kept(path: Path) -> Cell | None:
-    """A kept cell; None where there is none, or where the file is not one (said: it is run again,
-    and left out of the table, rather than trusted)."""
-    if not path.exists():
-        return None
-    try:
-        return Cell.from_json(inputs.read_text(path, "kept cell"), f"kept cell {path}")
-    except inputs.UsageError as error:
-        _say(f"{error}: left out, run again")
-        return None
 
 
 def kept(store: Path, run: Run, behavior: str) -> Cell | None:
@@ -614,10 +555,45 @@ def _vm_free(state_dir: Path) -> None:
         pidlock.release(take_node(state_dir))
 
 
+def bench_standings(keep: Path, suite: str) -> list[standing.Standing]:
+    """The mutant bench on each supported pin as its kept results say: on vm always, on kind where
+    it kept any result."""
+    out = []
+    for release in versions.SUPPORTED.values():
+        for provider in PROVIDERS:
+            if provider == "vm" or any(keep.glob(f"*-{release}-{provider}.json")):
+                out.append(standing.standing(keep, release, provider, suite))
+    return out
+
+
+def bench_table(standings: Sequence[standing.Standing], suite: str, kept_in: str) -> str:
+    lines = [
+        "## The mutant bench on each minor",
+        "",
+        "`python -m bench.mutants --k8s-version RELEASE` on each pin, as the results it kept"
+        f" (`{kept_in}`) on this suite (`{suite}`) say. *baseline*: the unmodified release on every test"
+        " the release's mutants name, green or its false alarms (*not run*: no result of this suite"
+        " covers them all; a gate-passed matrix run of both behaviors above is one). *caught*: of the"
+        " mutants that apply to the minor; *not run on this suite*: those with no result of this suite"
+        " and build yet; *not applicable*: their headers say why. The KEP-5359 prototype's mutants are"
+        " in `docs/mutants.md`, not here.",
+        "",
+        "| minor | provider | release | baseline | caught | survived | not run on this suite | not applicable |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in standings:
+        lines.append(f"| {releases.minor_of(s.release)} | {s.provider} | {s.release} | {s.baseline} |"
+                     f" {s.caught}/{s.applicable} | {s.survived} | {s.pending} | {s.not_applicable} |")
+    return "\n".join(lines) + "\n"
+
+
 def _write_table(path: Path, store: Path, suite: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     shown = store.relative_to(ROOT).as_posix() + "/" if store.is_relative_to(ROOT) else ""  # a checkout's, not a cache's
-    path.write_text(table(every_kept(store, current_builds()), suite, shown))
+    text = table(every_kept(store, current_builds()), suite, shown)
+    results = MUTANT_RESULTS.relative_to(ROOT).as_posix() + "/" if MUTANT_RESULTS.is_relative_to(ROOT) else str(
+        MUTANT_RESULTS)
+    path.write_text(text + "\n" + bench_table(bench_standings(MUTANT_RESULTS, suite), suite, results))
 
 
 if __name__ == "__main__":

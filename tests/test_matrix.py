@@ -104,6 +104,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeSuite:
 
     monkeypatch.setattr(bench.mutants, "suite_hash", lambda root: SUITE)
     monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))  # the vm node it checks is the test's own
+    monkeypatch.setattr(matrix, "MUTANT_RESULTS", tmp_path / "mutant-results")  # not the checkout's
     return FakeSuite(tmp_path / "cache")
 
 
@@ -390,7 +391,7 @@ def test_the_table_has_a_row_per_cell_in_the_table_s_order(fake: FakeSuite, tmp_
     fake.build_exit = 1
     assert run_matrix(fake, tmp_path, "--minors", "1.35", "--providers", "vm", "--behaviors", "NoSwap") == \
         cli.Exit.FAILED
-    text = (tmp_path / "matrix.md").read_text()
+    text = (tmp_path / "matrix.md").read_text().split("## The mutant bench on each minor")[0]
     rows = [line for line in text.splitlines() if line.startswith("| 1.")]
     assert [tuple(r.split(" | ")[:3]) for r in rows] == [
         ("| 1.34", "vm", "NoSwap"), ("| 1.34", "vm", "LimitedSwap"), ("| 1.34", "kind", "NoSwap"),
@@ -460,3 +461,72 @@ def test_a_vm_node_another_run_holds_stops_the_matrix_before_any_build(
     assert fake.calls == [], "built or ran while another run held the node"
     assert f"another run of the suite (pid {holder.pid}) is using the vm node in {state}" in capsys.readouterr().err
     assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.OK
+
+
+# --- the mutant bench on each minor ------------------------------------------------------------
+
+def _patch(directory: Path, name: str, extra: str = "", tests: str = "test_a") -> None:
+    header = (f"# mutant: {name}\n# wrong: w\n# area: a\n# binaries: kubelet\n# tests: {tests}\n"
+              f"# behaviors: LimitedSwap\n# expect: caught\n{extra}")
+    (directory / f"{name}.patch").write_text(header + "diff --git a/x.go b/x.go\n--- a/x.go\n+++ b/x.go\n"
+                                                       "@@ -1 +1 @@\n-a\n+b\n")
+
+
+def test_the_page_says_where_the_bench_stands_on_each_minor(tmp_path: Path, fake: FakeSuite) -> None:
+    """Per pin, from the bench's kept results on this suite: the baseline green only where one covers
+    every test the release's mutants name; a mutant caught or survived only by a result of this
+    suite and this build; not applicable as its header declares; a prototype's mutants not counted."""
+    from bench import mutants as model
+    from bench.mutants import standing
+    from clusters.vm import k8s_source
+
+    patches, keep = tmp_path / "patches", tmp_path / "mutant-results"
+    patches.mkdir()
+    keep.mkdir()
+    _patch(patches, "01-caught")
+    _patch(patches, "02-survived", tests="test_b")
+    _patch(patches, "03-stale")
+    _patch(patches, "04-newer", "# not-applicable: 1.34: the code path is newer\n")
+    _patch(patches, "05-prototype", f"# base: {tmp_path / 'kep-5359.patch'}\n")
+    (tmp_path / "kep-5359.patch").write_text("diff --git a/y.go b/y.go\n--- a/y.go\n+++ b/y.go\n@@ -1 +1 @@\n-a\n+b\n")
+    mutants = {m.name: m for m in model.load(patches)}
+    release = versions.SUPPORTED["1.36"]
+
+    def keep_result(name: str, verdict: str, suite: str = SUITE) -> None:
+        m = mutants[name]
+        build = k8s_source.release(release, m.patches).build_id
+        standing.mutant_path(keep, m, release, "vm").write_text(
+            model.Outcome(m.name, build, verdict, suite=suite).to_json())
+
+    keep_result("01-caught", model.CAUGHT)
+    keep_result("02-survived", model.SURVIVED)
+    keep_result("03-stale", model.CAUGHT, suite="another00000")
+    _, label, _ = standing.baseline_selection([m for m in mutants.values() if m.base is None], None)
+    assert label == "-k ((test_a) or (test_b)) on LimitedSwap"
+    base = standing.baseline_path(keep, release, "vm")
+    base.write_text(model.Outcome("baseline", release, model.SURVIVED, selection=label, suite=SUITE).to_json())
+
+    on_136 = standing.standing(keep, release, "vm", SUITE, patches)
+    assert on_136 == standing.Standing(release, "vm", "green", caught=1, survived=1, pending=2, not_applicable=0)
+    assert on_136.applicable == 4
+    on_134 = standing.standing(keep, versions.SUPPORTED["1.34"], "vm", SUITE, patches)
+    assert (on_134.baseline, on_134.pending, on_134.not_applicable) == ("not run", 3, 1)
+
+    base.write_text(model.Outcome("baseline", release, model.SURVIVED, selection="-k ((test_a)) on LimitedSwap",
+                                  suite=SUITE).to_json())  # the tests of fewer mutants
+    assert standing.standing(keep, release, "vm", SUITE, patches).baseline == "not run"
+    base.write_text(model.Outcome("baseline", release, model.SURVIVED, failed=["test_a[LimitedSwap]"],
+                                  selection=label, suite=SUITE).to_json())
+    assert standing.standing(keep, release, "vm", SUITE, patches).baseline == "1 false alarm"
+
+    text = matrix.bench_table([on_136], SUITE, "docs/measurements/mutant-results/")
+    assert "| 1.36 | vm | v1.36.5 | green | 1/4 | 1 | 2 | 0 |" in text.replace(release, "v1.36.5")
+
+
+def test_the_matrix_page_ends_with_the_bench_on_every_pin(tmp_path: Path, fake: FakeSuite) -> None:
+    assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm", "--behaviors", "NoSwap") == cli.Exit.OK
+    page = (tmp_path / "matrix.md").read_text()
+    section = page.split("## The mutant bench on each minor", 1)[1]
+    rows = [line for line in section.splitlines() if line.startswith("| 1.")]
+    assert [row.split(" | ")[2] for row in rows] == list(versions.SUPPORTED.values())
+    assert all(" | vm | " in row and " | not run | " in row for row in rows)  # nothing kept in the test's directory

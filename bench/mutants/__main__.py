@@ -49,7 +49,8 @@ import time
 from pathlib import Path
 
 from bench import mutants as model
-from bench.mutants import docs, releases
+from bench.cells import PASSED, read_kept
+from bench.mutants import docs, releases, standing
 from clusters import cli, commands, inputs, pidlock
 from clusters.redact import redact
 from clusters.vm import k8s_source
@@ -60,14 +61,6 @@ MATRIX_CELLS = ROOT / "docs" / "measurements" / "matrix-cells"  # bench.matrix's
 
 def _say(line: str) -> None:
     print(redact(f"[mutants {time.strftime('%H:%M:%S')}] {line}"), file=sys.stderr, flush=True)
-
-
-def _selection(k: str | None, mutant_tests: str | None) -> tuple[list[str], str]:
-    exprs = [e for e in (mutant_tests, k) if e]
-    if not exprs:
-        return [], "full suite"
-    expr = " and ".join(f"({e})" for e in exprs)
-    return ["-k", expr], f"-k {expr}"
 
 
 def _node_image(patches: list[Path], provider: str, release: str) -> list[str]:
@@ -95,13 +88,10 @@ def _release() -> str:
 def kept_outcome(path: Path) -> model.Outcome | None:
     """A result kept by an earlier run; None when there is none, or when the file is not one (said:
     a kept result that cannot be read is run again, not trusted)."""
-    if not path.exists():
-        return None
-    try:
-        return model.Outcome.from_json(inputs.read_text(path, "kept result"), f"kept result {path}")
-    except inputs.UsageError as error:
-        _say(f"{error}: running it again")
-        return None
+    o = standing.read(path)
+    if o is None and path.exists():
+        _say(f"kept result {path} cannot be read: running it again")
+    return o
 
 
 def _vm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -299,19 +289,12 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
               runs: Path, share_all: bool, shared: SharedVm) -> model.Outcome:
     """The unmodified build of these mutants (the release, or the release with their base),
     on every test and behavior any of them runs; kept while the suite and the base are unchanged."""
-    exprs = [m.tests for m in mutants]
-    # the baseline runs every test any mutant runs: the full suite if one of them does
-    expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
-    selection, label = _selection(a.k, expr)
-    # ... on every behavior any mutant runs on (both where one of them names none)
-    named = [m.behaviors for m in mutants]
-    behaviors = None if (not named or any(b is None for b in named)) else \
-        ",".join(sorted({b.strip() for n in named for b in n.split(",")}))
-    label += f" on {behaviors or 'NoSwap,LimitedSwap'}"
+    selection, label, behaviors = standing.baseline_selection(mutants, a.k)
     patches = [base] if base is not None else []
     build = k8s_source.release(a.release, patches).build_id
     name = "baseline" if base is None else f"baseline-{base.stem}"
-    kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else keep / f"baseline-{a.release}-{a.provider}.json"
+    kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else standing.baseline_path(keep, a.release,
+                                                                                                       a.provider)
     o = kept_outcome(kept) if not a.rerun else None
     stale = o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN
     if stale and base is None and not (a.rerun or a.k or a.pytest_args):
@@ -342,12 +325,10 @@ def baseline_from_matrix(cells: Path | None, release: str, provider: str, behavi
     reported the release, gate passed, nothing failed and nothing it could not test. The full suite
     holds every test a mutant names, so no test of the baseline failed there; None (run it) where
     any behavior lacks such a cell."""
-    from bench import matrix
-
     if cells is None:
         return None
-    found = [matrix.read_kept(cells / release / provider / f"{behavior}.json") for behavior in behaviors]
-    if not all(c is not None and c.version == c.build == release and c.suite == suite and c.gate == matrix.PASSED
+    found = [read_kept(cells / release / provider / f"{behavior}.json") for behavior in behaviors]
+    if not all(c is not None and c.version == c.build == release and c.suite == suite and c.gate == PASSED
                and c.failed == 0 and c.could_not_test == 0 for c in found):
         return None
     runs = {(c.date, c.seconds): c for c in found if c is not None}  # one run of the suite may cover both
@@ -365,16 +346,12 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
                 shared: SharedVm) -> model.Outcome:
     """One mutant (the form that runs on the release: releases.on): its kept result while its
     build (release, base and patch) and the suite are unchanged, else a run."""
-    build = k8s_source.release(a.release, m.patches).build_id
-    kept = keep / f"{m.name}-{m.content_hash}-{a.release}-{a.provider}.json"
-    # Results kept before they were kept per release are named without it: one still counts when
-    # the build it records is this one.
-    for path in () if a.rerun else (kept, keep / f"{m.name}-{m.content_hash}-{a.provider}.json"):
-        o = kept_outcome(path)
-        if o is not None and o.build == build and o.suite == suite and o.verdict != model.NOT_RUN:
-            _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
-            return o
-    selection, label = _selection(a.k, m.tests)
+    kept = standing.mutant_path(keep, m, a.release, a.provider)
+    o = None if a.rerun else standing.kept_result(keep, m, a.release, a.provider, suite)
+    if o is not None:
+        _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
+        return o
+    selection, label = standing.selection(a.k, m.tests)
     _say(f"[{i}/{total}] {m.name}: {m.wrong} ({label})")
     share = a.provider == "vm" and not a.fresh_vm and m.binaries == ["kubelet"]
     if a.provider == "vm" and not share:

@@ -1,0 +1,75 @@
+"""The version matrix's kept cell (bench/matrix.py): what one minor × provider × behavior showed,
+as JSON; read by the mutant bench too, whose baseline a gate-passed cell can be."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ConfigDict
+
+from clusters import inputs
+
+PASSED, FAILED, COULD_NOT_RUN = "passed", "FAILED", "could not run"
+
+
+@dataclass
+class Cell:
+    """What one minor × provider × behavior cell showed (kept as JSON)."""
+
+    minor: str
+    provider: str
+    behavior: str
+    version: str  # asked for (the pin, or the published image's)
+    gate: str = COULD_NOT_RUN  # passed / FAILED / could not run
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0  # skips the gate accepts (a node older than a test needs, checked)
+    could_not_test: int = 0  # skips it does not accept, and gate-mode "could not test" failures
+    problems: list[str] = field(default_factory=list)  # the gate's, or why the cell could not run
+    build: str = ""  # the kubelet version the node reported (a build id for a patched build)
+    artifact: str = ""  # what the build made: the vm disk, the kind node image
+    seconds: float = 0.0  # wall time of the suite's run (shared by the behaviors it covered)
+    build_seconds: float = 0.0
+    behaviors_in_run: list[str] = field(default_factory=list)
+    date: str = ""
+    suite: str = ""
+    exit_code: int | None = None
+    results_dir: str = ""
+
+    # read back with its types checked (clusters/inputs.py); fields a later version of the bench
+    # keeps are let by
+    __pydantic_config__ = ConfigDict(strict=True, extra="ignore")
+
+    def to_json(self) -> str:
+        """The cell as kept. Paths under the home directory read ``~/...``: a cell committed to the
+        checkout (``--kept``) names where its logs are without naming the machine's user."""
+        fields = dataclasses.asdict(self)
+        for name in ("artifact", "results_dir"):
+            fields[name] = _homeless(fields[name])
+        fields["problems"] = [_homeless(p) for p in fields["problems"]]
+        return json.dumps(fields, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "kept cell") -> "Cell":
+        return inputs.load_json(text, cls, source)
+
+
+def _homeless(text: str) -> str:
+    home = str(Path.home()).rstrip("/")
+    return re.sub(rf"(?<![\w/.~-]){re.escape(home)}(?![\w.-])", "~", text) if home else text
+
+
+def read_kept(path: Path) -> Cell | None:
+    """A kept cell; None where there is none, or where the file is not one (said: it is run again,
+    and left out of the table, rather than trusted)."""
+    if not path.exists():
+        return None
+    try:
+        return Cell.from_json(inputs.read_text(path, "kept cell"), f"kept cell {path}")
+    except inputs.UsageError as error:
+        print(f"{error}: left out, run again", file=sys.stderr, flush=True)
+        return None

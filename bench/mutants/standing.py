@@ -1,0 +1,104 @@
+"""Where the mutant bench stands on a release, read from the results it kept (``--kept``): the
+unmodified build's baseline and each mutant's verdict on the current suite. The version matrix's
+page shows it per minor (bench/matrix.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import mutants as model
+from bench.mutants import releases
+from clusters import inputs
+from clusters.vm import k8s_source
+
+KEPT = model.HERE.parents[1] / "docs" / "measurements" / "mutant-results"  # the bench's --kept in the checkout
+
+
+def read(path: Path) -> model.Outcome | None:
+    """A kept result; None when there is none or the file is not one (it is run again, not trusted)."""
+    if not path.exists():
+        return None
+    try:
+        return model.Outcome.from_json(inputs.read_text(path, "kept result"), f"kept result {path}")
+    except inputs.UsageError:
+        return None
+
+
+def mutant_path(keep: Path, m: model.Mutant, release: str, provider: str) -> Path:
+    return keep / f"{m.name}-{m.content_hash}-{release}-{provider}.json"
+
+
+def baseline_path(keep: Path, release: str, provider: str) -> Path:
+    return keep / f"baseline-{release}-{provider}.json"
+
+
+def kept_result(keep: Path, m: model.Mutant, release: str, provider: str, suite: str) -> model.Outcome | None:
+    """The mutant's kept result while its build (release, base and patch) and the suite are the
+    ones it records, and it ran. Results kept before they were kept per release are named without
+    the release: one still counts when the build it records is this one."""
+    build = k8s_source.release(release, m.patches).build_id
+    for path in (mutant_path(keep, m, release, provider), keep / f"{m.name}-{m.content_hash}-{provider}.json"):
+        o = read(path)
+        if o is not None and o.build == build and o.suite == suite and o.verdict != model.NOT_RUN:
+            return o
+    return None
+
+
+def selection(k: str | None, mutant_tests: str | None) -> tuple[list[str], str]:
+    """pytest's arguments for a run of these tests (a mutant's ``# tests:``, and the bench's -k),
+    and how its result names them."""
+    exprs = [e for e in (mutant_tests, k) if e]
+    if not exprs:
+        return [], "full suite"
+    expr = " and ".join(f"({e})" for e in exprs)
+    return ["-k", expr], f"-k {expr}"
+
+
+def baseline_selection(mutants: list[model.Mutant], k: str | None) -> tuple[list[str], str, str | None]:
+    """The unmodified build's run for these mutants: every test any of them runs (the full suite if
+    one of them names none), on every behavior any of them runs on (None: both, where one of them
+    names none); pytest's arguments, the label its kept result starts with, the behaviors."""
+    exprs = [m.tests for m in mutants]
+    expr = None if (not exprs or any(e is None for e in exprs)) else " or ".join(f"({e})" for e in sorted(set(exprs)))
+    args, label = selection(k, expr)
+    named = [m.behaviors for m in mutants]
+    behaviors = None if (not named or any(b is None for b in named)) else \
+        ",".join(sorted({b.strip() for n in named for b in n.split(",")}))
+    return args, f"{label} on {behaviors or 'NoSwap,LimitedSwap'}", behaviors
+
+
+@dataclass(frozen=True)
+class Standing:
+    release: str
+    provider: str
+    baseline: str  # "green", "N false alarms", or "not run" (on this suite)
+    caught: int
+    survived: int
+    pending: int  # applicable, with no result kept on this suite and build
+    not_applicable: int
+
+    @property
+    def applicable(self) -> int:
+        return self.caught + self.survived + self.pending
+
+
+def standing(keep: Path, release: str, provider: str, suite: str, patches: Path = model.HERE) -> Standing:
+    """The bench on ``release`` as its kept results say: mutants of a prototype (``# base:``) are the
+    prototype's, not the release's, and are left out, as their baselines are."""
+    verdicts = {model.CAUGHT: 0, model.SURVIVED: 0, None: 0}
+    forms = [releases.on(m, release) for m in model.load(patches) if m.base is None]
+    runnable = [f for f in forms if isinstance(f, model.Mutant)]
+    for form in runnable:
+        o = kept_result(keep, form, release, provider, suite)
+        verdicts[o.verdict if o is not None and o.verdict in verdicts else None] += 1
+    b = read(baseline_path(keep, release, provider))
+    _, label, _ = baseline_selection(runnable, None)
+    # the baseline the whole bench would run, as the bench itself reuses one: of this suite and
+    # every test these mutants name
+    if b is None or b.suite != suite or b.verdict == model.NOT_RUN or not b.selection.startswith(label):
+        baseline = "not run"
+    else:
+        alarms = len(b.failed) + len(b.errors)
+        baseline = f"{alarms} false alarm{'s' * (alarms != 1)}" if alarms else "green"
+    return Standing(release, provider, baseline, verdicts[model.CAUGHT], verdicts[model.SURVIVED], verdicts[None],
+                    len(forms) - len(runnable))
