@@ -88,10 +88,7 @@ def _release() -> str:
 def kept_outcome(path: Path) -> model.Outcome | None:
     """A result kept by an earlier run; None when there is none, or when the file is not one (said:
     a kept result that cannot be read is run again, not trusted)."""
-    o = standing.read(path)
-    if o is None and path.exists():
-        _say(f"kept result {path} cannot be read: running it again")
-    return o
+    return standing.read(path, _say)
 
 
 def _vm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -347,7 +344,7 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     """One mutant (the form that runs on the release: releases.on): its kept result while its
     build (release, base and patch) and the suite are unchanged, else a run."""
     kept = standing.mutant_path(keep, m, a.release, a.provider)
-    o = None if a.rerun else standing.kept_result(keep, m, a.release, a.provider, suite)
+    o = None if a.rerun else standing.kept_result(keep, m, a.release, a.provider, suite, _say)
     if o is not None:
         _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
         return o

@@ -3,6 +3,7 @@ unmodified build's baseline and each mutant's verdict on the current suite. The 
 page shows it per minor (bench/matrix.py)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,13 +15,16 @@ from clusters.vm import k8s_source
 KEPT = model.HERE.parents[1] / "docs" / "measurements" / "mutant-results"  # the bench's --kept in the checkout
 
 
-def read(path: Path) -> model.Outcome | None:
-    """A kept result; None when there is none or the file is not one (it is run again, not trusted)."""
+def read(path: Path, say: Callable[[str], None] | None = None) -> model.Outcome | None:
+    """A kept result; None when there is none or the file is not one (it is run again, not trusted,
+    and ``say`` is told why)."""
     if not path.exists():
         return None
     try:
         return model.Outcome.from_json(inputs.read_text(path, "kept result"), f"kept result {path}")
-    except inputs.UsageError:
+    except inputs.UsageError as error:
+        if say is not None:
+            say(f"{error}: running it again")
         return None
 
 
@@ -32,13 +36,14 @@ def baseline_path(keep: Path, release: str, provider: str) -> Path:
     return keep / f"baseline-{release}-{provider}.json"
 
 
-def kept_result(keep: Path, m: model.Mutant, release: str, provider: str, suite: str) -> model.Outcome | None:
+def kept_result(keep: Path, m: model.Mutant, release: str, provider: str, suite: str,
+                say: Callable[[str], None] | None = None) -> model.Outcome | None:
     """The mutant's kept result while its build (release, base and patch) and the suite are the
     ones it records, and it ran. Results kept before they were kept per release are named without
     the release: one still counts when the build it records is this one."""
     build = k8s_source.release(release, m.patches).build_id
     for path in (mutant_path(keep, m, release, provider), keep / f"{m.name}-{m.content_hash}-{provider}.json"):
-        o = read(path)
+        o = read(path, say)
         if o is not None and o.build == build and o.suite == suite and o.verdict != model.NOT_RUN:
             return o
     return None
