@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +39,7 @@ class Cell:
     suite: str = ""
     exit_code: int | None = None
     results_dir: str = ""
+    pytest_args: list[str] = field(default_factory=list)  # given after --: a narrowed run is not the full suite
 
     # read back with its types checked (clusters/inputs.py); fields a later version of the bench
     # keeps are let by
@@ -59,17 +60,21 @@ class Cell:
 
 
 def _homeless(text: str) -> str:
-    home = str(Path.home()).rstrip("/")
+    try:
+        home = str(Path.home()).rstrip("/")
+    except RuntimeError:  # no HOME and no passwd entry: nothing to hide
+        return text
     return re.sub(rf"(?<![\w/.~-]){re.escape(home)}(?![\w.-])", "~", text) if home else text
 
 
-def read_kept(path: Path) -> Cell | None:
-    """A kept cell; None where there is none, or where the file is not one (said: it is run again,
-    and left out of the table, rather than trusted)."""
+def read_kept(path: Path, say: Callable[[str], None] | None = None) -> Cell | None:
+    """A kept cell; None where there is none, or where the file is not one (``say`` is told: the
+    matrix runs it again and leaves it out of the table, the bench does not take it as a baseline)."""
     if not path.exists():
         return None
     try:
         return Cell.from_json(inputs.read_text(path, "kept cell"), f"kept cell {path}")
     except inputs.UsageError as error:
-        print(f"{error}: left out, run again", file=sys.stderr, flush=True)
+        if say is not None:
+            say(f"{error}: left out")
         return None

@@ -29,7 +29,8 @@ root>/matrix``; each run's results directory stays in the store): a second run
 skips the cells kept for the same suite (bench.mutants' suite hash of e2e/, workloads/,
 conftest.py) unless ``--rerun``; a cell that could not run (the build failed, the run stopped
 before its tests) is never kept as done. The table of every kept cell goes to
-docs/measurements/matrix.md (``--table``).
+docs/measurements/matrix.md (``--table``), and after it where the mutant bench stands on each pin
+(bench/mutants/standing.py, from the bench's results kept in docs/measurements/mutant-results).
 
 Exit code (clusters/cli.py Exit): 0 every selected cell passed the gate (or --dry-run); 1 one
 failed it or could not run; 2 interrupted; 4 bad arguments.
@@ -49,11 +50,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from bench.cells import COULD_NOT_RUN, FAILED, PASSED, Cell, read_kept
 from bench.mutants import releases, standing
 from clusters import behaviors as swap_behaviors
 from clusters import cli, commands, inputs, versions
+from clusters.vm.k8s_source import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "measurements" / "matrix.md"
@@ -119,7 +120,7 @@ def kept_path(store: Path, run: Run, behavior: str) -> Path:
 
 
 def kept(store: Path, run: Run, behavior: str) -> Cell | None:
-    return read_kept(kept_path(store, run, behavior))
+    return read_kept(kept_path(store, run, behavior), lambda why: _say(f"{why}, run again"))
 
 
 def is_done(cell: Cell | None, suite: str) -> bool:
@@ -349,7 +350,7 @@ def execute(run: Run, store: Path, runner: Runner, extra: Sequence[str], suite: 
     cells = judge(run, results, code, why_not)
     for cell in cells:
         cell.artifact, cell.build_seconds, cell.seconds = artifact, round(built, 1), round(time.monotonic() - t1, 1)
-        cell.date, cell.suite = today(), suite
+        cell.date, cell.suite, cell.pytest_args = today(), suite, list(extra)
         path = kept_path(keep or store, run, cell.behavior)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(cell.to_json())
@@ -378,7 +379,7 @@ def every_kept(store: Path, builds: set[str]) -> list[Cell]:
     for path in sorted(store.glob("*/*/*.json")):
         if path.parents[1].name not in builds:
             continue
-        cell = read_kept(path)
+        cell = read_kept(path, _say)
         if cell is not None and cell.minor in versions.SUPPORTED:
             cells.append(cell)
     return cells
@@ -555,14 +556,14 @@ def _vm_free(state_dir: Path) -> None:
         pidlock.release(take_node(state_dir))
 
 
-def bench_standings(keep: Path, suite: str) -> list[standing.Standing]:
-    """The mutant bench on each supported pin as its kept results say: on vm always, on kind where
-    it kept any result."""
+def bench_standings(keep: Path, suite: str, cells: Path) -> list[standing.Standing]:
+    """The mutant bench on each supported pin as its kept results (and the matrix's ``cells``, for
+    its baseline) say: on vm always, on kind where it kept any result."""
     out = []
     for release in versions.SUPPORTED.values():
         for provider in PROVIDERS:
             if provider == "vm" or any(keep.glob(f"*-{release}-{provider}.json")):
-                out.append(standing.standing(keep, release, provider, suite))
+                out.append(standing.standing(keep, release, provider, suite, cells=cells))
     return out
 
 
@@ -593,7 +594,11 @@ def _write_table(path: Path, store: Path, suite: str) -> None:
     text = table(every_kept(store, current_builds()), suite, shown)
     results = MUTANT_RESULTS.relative_to(ROOT).as_posix() + "/" if MUTANT_RESULTS.is_relative_to(ROOT) else str(
         MUTANT_RESULTS)
-    path.write_text(text + "\n" + bench_table(bench_standings(MUTANT_RESULTS, suite), suite, results))
+    try:
+        bench = bench_table(bench_standings(MUTANT_RESULTS, suite, store), suite, results)
+    except SourceError as error:  # a mutant's header or variant the bench would refuse: the matrix's cells stand
+        bench = f"## The mutant bench on each minor\n\nNot shown: {error}\n"
+    path.write_text(text + "\n" + bench)
 
 
 if __name__ == "__main__":

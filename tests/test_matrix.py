@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import matrix
+from bench.cells import COULD_NOT_RUN, PASSED, Cell
 from clusters import cli, versions
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP
 from e2e import report, verdict
@@ -267,7 +268,7 @@ def test_a_failed_build_could_not_run_and_is_tried_again(fake: FakeSuite, tmp_pa
     assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.FAILED
     assert fake.pytests() == [], "no suite run on a build that failed"
     cell = kept(tmp_path)[("1.36", "vm", NO_SWAP)]
-    assert cell["gate"] == matrix.COULD_NOT_RUN
+    assert cell["gate"] == COULD_NOT_RUN
     assert cell["problems"][0].startswith("the build failed (exit 1): go: build failed: undefined: x")
     fake.build_exit = 0
     assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.OK
@@ -279,8 +280,8 @@ def test_a_suite_that_stopped_before_its_verdict_could_not_run(fake: FakeSuite, 
     fake.pytest_exit = int(code)
     assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm") == cli.Exit.FAILED
     cell = kept(tmp_path)[("1.36", "vm", LIMITED_SWAP)]
-    assert cell["gate"] == matrix.COULD_NOT_RUN and f"(exit {int(code)})" in cell["problems"][0]
-    assert not matrix.is_done(matrix.Cell.from_json(json.dumps(cell)), SUITE)
+    assert cell["gate"] == COULD_NOT_RUN and f"(exit {int(code)})" in cell["problems"][0]
+    assert not matrix.is_done(Cell.from_json(json.dumps(cell)), SUITE)
 
 
 def test_a_failed_cell_is_kept_and_fails_the_command(fake: FakeSuite, tmp_path: Path) -> None:
@@ -416,7 +417,7 @@ def test_the_table_marks_results_of_an_earlier_suite_and_leaves_earlier_pins_out
     assert run_matrix(fake, tmp_path, "--minors", "1.36", "--providers", "vm", "--behaviors", "NoSwap") == cli.Exit.OK
     old = tmp_path / "store" / "v1.36.4" / "vm"  # a cell of the pin before this one
     old.mkdir(parents=True)
-    (old / "NoSwap.json").write_text(matrix.Cell("1.36", "vm", NO_SWAP, "v1.36.4", gate="passed").to_json())
+    (old / "NoSwap.json").write_text(Cell("1.36", "vm", NO_SWAP, "v1.36.4", gate="passed").to_json())
     text = matrix.table(matrix.every_kept(tmp_path / "store", matrix.current_builds()), "suite2222222")
     rows = [line for line in text.splitlines() if line.startswith("| 1.")]
     assert len(rows) == 1 and rows[0].endswith(f"(suite {SUITE}, changed since) |")
@@ -428,12 +429,12 @@ def test_a_kept_cell_names_paths_under_home_without_the_user(tmp_path: Path, mon
     that merely begins like it is left as it is, and the cell reads back."""
     home = tmp_path / "home" / "ann"
     monkeypatch.setenv("HOME", str(home))
-    cell = matrix.Cell("1.36", "vm", NO_SWAP, "v1.36.5", artifact=f"{home}/.cache/ksc/vm/disk.raw",
+    cell = Cell("1.36", "vm", NO_SWAP, "v1.36.5", artifact=f"{home}/.cache/ksc/vm/disk.raw",
                        results_dir=f"{home}/.cache/ksc/matrix/NoSwap",
                        problems=[f"see {home}/.cache/ksc/pytest.log", f"{home}x/a and {home}.bak/b"])
     text = cell.to_json()
     assert str(home) + "/" not in text
-    back = matrix.Cell.from_json(text)
+    back = Cell.from_json(text)
     assert (back.artifact, back.results_dir) == ("~/.cache/ksc/vm/disk.raw", "~/.cache/ksc/matrix/NoSwap")
     assert back.problems == ["see ~/.cache/ksc/pytest.log", f"{home}x/a and {home}.bak/b"]
 
@@ -520,7 +521,16 @@ def test_the_page_says_where_the_bench_stands_on_each_minor(tmp_path: Path, fake
     assert standing.standing(keep, release, "vm", SUITE, patches).baseline == "1 false alarm"
 
     text = matrix.bench_table([on_136], SUITE, "docs/measurements/mutant-results/")
-    assert "| 1.36 | vm | v1.36.5 | green | 1/4 | 1 | 2 | 0 |" in text.replace(release, "v1.36.5")
+    assert f"| 1.36 | vm | {release} | green | 1/4 | 1 | 2 | 0 |" in text
+
+    base.unlink()  # no baseline of the bench's own: the matrix's gate-passed run of both behaviors is one
+    grid = tmp_path / "cells"
+    for behavior in (NO_SWAP, LIMITED_SWAP):
+        (grid / release / "vm").mkdir(parents=True, exist_ok=True)
+        (grid / release / "vm" / f"{behavior}.json").write_text(Cell(
+            "1.36", "vm", behavior, release, gate=PASSED, build=release, suite=SUITE).to_json())
+    assert standing.standing(keep, release, "vm", SUITE, patches).baseline == "not run"
+    assert standing.standing(keep, release, "vm", SUITE, patches, cells=grid).baseline == "green"
 
 
 def test_the_matrix_page_ends_with_the_bench_on_every_pin(tmp_path: Path, fake: FakeSuite) -> None:

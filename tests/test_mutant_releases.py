@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import mutants as model
+from bench.cells import PASSED, Cell
 from bench.mutants import docs, releases
 from clusters import cli, versions
 from clusters.vm import build as vbuild
@@ -158,6 +159,7 @@ def bench_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Three mutants (one with a variant for 1.35, one not applicable there) and a bench whose
     pytest runs are recorded instead of run: each says caught."""
     from bench.mutants import __main__ as bench
+    from bench.mutants import standing
 
     patches = tmp_path / "patches"
     patches.mkdir()
@@ -179,7 +181,7 @@ def bench_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(bench, "run_one", run_one)
     monkeypatch.setattr(bench, "_say", lambda line: None)
-    monkeypatch.setattr(bench, "MATRIX_CELLS", tmp_path / "no-matrix-cells")  # not the checkout's
+    monkeypatch.setattr(standing, "MATRIX_CELLS", tmp_path / "no-matrix-cells")  # not the checkout's
     return patches, runs
 
 
@@ -292,10 +294,9 @@ def test_the_docs_keep_every_releases_section(tmp_path: Path) -> None:
 
 
 def _cell(cells: Path, behavior: str, **fields) -> None:
-    from bench import matrix
-
-    cell = matrix.Cell("1.36", "vm", behavior, "v1.36.5", gate=matrix.PASSED, passed=90, skipped=6, build="v1.36.5",
-                       seconds=2800.0, date="2026-11-29", suite=model.suite_hash(model.HERE.parents[1]))
+    cell = Cell("1.36", "vm", behavior, "v1.36.5", gate=PASSED, passed=90, skipped=6, build="v1.36.5",
+                seconds=2800.0, date="2026-11-29", suite=model.suite_hash(model.HERE.parents[1]),
+                results_dir=f"~/.cache/m/v1.36.5/vm/{behavior}")
     for name, value in fields.items():
         setattr(cell, name, value)
     (cells / "v1.36.5" / "vm").mkdir(parents=True, exist_ok=True)
@@ -304,21 +305,27 @@ def _cell(cells: Path, behavior: str, **fields) -> None:
 
 @pytest.mark.parametrize(("cells", "extra", "from_matrix"), [
     ({"LimitedSwap": {}}, [], True),
+    ({"LimitedSwap": {}}, ["-k", "test_x"], True),  # -k narrows the full suite: still covered
     ({"LimitedSwap": {}}, ["--rerun"], False),
-    ({"LimitedSwap": {}}, ["-k", "test_x"], False),
+    ({"LimitedSwap": {}}, ["--", "--reuse-clusters"], False),  # pytest arguments: another run
     ({"NoSwap": {}}, [], False),  # the baseline runs on LimitedSwap (the mutants' behavior)
     ({"LimitedSwap": {"suite": "another00000"}}, [], False),
     ({"LimitedSwap": {"gate": "FAILED", "failed": 1}}, [], False),
     ({"LimitedSwap": {"could_not_test": 1}}, [], False),
     ({"LimitedSwap": {"build": "v1.36.5+patch.0123456789ab"}}, [], False),  # a patched kubelet's run
-], ids=["passed", "rerun", "narrowed", "other-behavior", "other-suite", "gate-failed", "could-not-test", "patched"])
+    ({"LimitedSwap": {"version": "v1.36.4", "build": "v1.36.4"}}, [], False),  # another pin's
+    ({"LimitedSwap": {"pytest_args": ["-k", "not test_x"]}}, [], False),  # a narrowed matrix run
+], ids=["passed", "narrowed-bench", "rerun", "pytest-args", "other-behavior", "other-suite", "gate-failed",
+        "could-not-test", "patched", "other-pin", "narrowed-matrix"])
 def test_the_baseline_is_the_matrixs_gate_passed_run_of_this_suite(tmp_path: Path, bench_dir, capsys, cells: dict,
-                                                                   extra: list[str], from_matrix: bool) -> None:
+                                                                   extra: list[str], from_matrix: bool,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the version matrix kept a gate-passed cell of this suite on the unmodified release for
     every behavior the baseline runs, that run of the full suite is the baseline (kept, said in the
-    table); anything less, or --rerun, -k, and the baseline runs."""
+    table); anything less, or --rerun, or pytest arguments, and the baseline runs."""
     from bench.mutants import __main__ as bench
 
+    monkeypatch.setattr(bench, "pytest_args_problem", lambda provider, args: None)  # no pytest --collect-only here
     patches, runs = bench_dir
     for behavior, fields in cells.items():
         _cell(tmp_path / "cells", behavior, **fields)
@@ -328,8 +335,38 @@ def test_the_baseline_is_the_matrixs_gate_passed_run_of_this_suite(tmp_path: Pat
     table = capsys.readouterr().out
     assert ("baseline" not in {r["name"] for r in runs}) is from_matrix
     kept = model.Outcome.from_json((tmp_path / "r" / "mutants" / "baseline-v1.36.5-vm.json").read_text())
-    assert ("from the version matrix's gate-passed cells (LimitedSwap 2026-11-29" in kept.selection) is from_matrix
+    assert kept.selection.startswith("full suite on LimitedSwap: from the version matrix's gate-passed cells"
+                                     " (LimitedSwap 2026-11-29") is from_matrix
     if from_matrix:
         assert (kept.passed, kept.skipped, kept.seconds, kept.verdict) == (90, 6, 2800.0, model.SURVIVED)
         assert "unmodified build v1.36.5: 90 passed, 0 failed, 6 skipped in 46.7 min" in table
         assert table.splitlines()[-1].endswith(", 0 false alarms")
+
+
+@pytest.mark.parametrize(("same_run", "seconds"), [(True, 2800.0), (False, 5600.0)])
+def test_a_baseline_of_both_behaviors_counts_each_run_of_the_matrix_once(tmp_path: Path, same_run: bool,
+                                                                         seconds: float) -> None:
+    from bench.mutants import standing
+
+    suite = model.suite_hash(model.HERE.parents[1])
+    for behavior in ("NoSwap", "LimitedSwap"):
+        _cell(tmp_path, behavior, results_dir="~/m/NoSwap+LimitedSwap" if same_run else f"~/m/{behavior}")
+    o = standing.from_matrix(tmp_path, "v1.36.5", "vm", None, suite)
+    assert o is not None and (o.passed, o.skipped, o.seconds) == (180, 12, seconds)
+    assert o.selection.startswith("full suite on NoSwap,LimitedSwap: ")
+    (tmp_path / "v1.36.5" / "vm" / "NoSwap.json").unlink()
+    assert standing.from_matrix(tmp_path, "v1.36.5", "vm", None, suite) is None  # one behavior of two
+    assert standing.from_matrix(tmp_path, "v1.36.5", "vm", "LimitedSwap", suite) is not None
+
+
+def test_a_full_suite_baseline_stands_for_any_selection_on_its_behaviors() -> None:
+    from bench.mutants import standing
+
+    full = model.Outcome("baseline", "v1.36.5", model.SURVIVED, selection="full suite on NoSwap,LimitedSwap: from x")
+    narrow = model.Outcome("baseline", "v1.36.5", model.SURVIVED, selection="-k (test_a) on LimitedSwap")
+    assert standing.covers(full, "-k (test_a) on LimitedSwap", "LimitedSwap")
+    assert standing.covers(full, "full suite on NoSwap,LimitedSwap", None)
+    assert standing.covers(narrow, "-k (test_a) on LimitedSwap", "LimitedSwap")
+    assert not standing.covers(narrow, "-k ((test_a) or (test_b)) on LimitedSwap", "LimitedSwap")
+    one = model.Outcome("baseline", "v1.36.5", model.SURVIVED, selection="full suite on LimitedSwap")
+    assert not standing.covers(one, "full suite on NoSwap,LimitedSwap", None)

@@ -49,14 +49,12 @@ import time
 from pathlib import Path
 
 from bench import mutants as model
-from bench.cells import PASSED, read_kept
 from bench.mutants import docs, releases, standing
 from clusters import cli, commands, inputs, pidlock
 from clusters.redact import redact
 from clusters.vm import k8s_source
 
 ROOT = Path(__file__).resolve().parents[2]
-MATRIX_CELLS = ROOT / "docs" / "measurements" / "matrix-cells"  # bench.matrix's --kept in the checkout
 
 
 def _say(line: str) -> None:
@@ -293,10 +291,12 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
     kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else standing.baseline_path(keep, a.release,
                                                                                                        a.provider)
     o = kept_outcome(kept) if not a.rerun else None
-    stale = o is None or o.suite != suite or not o.selection.startswith(label) or o.verdict == model.NOT_RUN
-    if stale and base is None and not (a.rerun or a.k or a.pytest_args):
-        o = baseline_from_matrix(a.matrix_cells, a.release, a.provider, (behaviors or "NoSwap,LimitedSwap").split(","),
-                                 suite, label)
+    stale = o is None or o.suite != suite or o.verdict == model.NOT_RUN or not standing.covers(o, label, behaviors)
+    # A matrix run of the release is the full suite, with no pytest arguments: it stands for a
+    # baseline that adds none (-k only narrows it). A prototype's build (release + base) is no
+    # matrix cell's.
+    if stale and base is None and not (a.rerun or a.pytest_args):
+        o = standing.from_matrix(a.matrix_cells, a.release, a.provider, behaviors, suite, _say)
         if o is not None:
             _say(f"{name}: {o.selection}")
             kept.write_text(o.to_json())
@@ -313,30 +313,6 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
     else:
         _say(f"{name}: kept result ({len(o.failed) + len(o.errors)} failed), suite {suite} unchanged")
     return o
-
-
-def baseline_from_matrix(cells: Path | None, release: str, provider: str, behaviors: list[str], suite: str,
-                         label: str) -> model.Outcome | None:
-    """The release's baseline as the version matrix already ran it: a kept cell per behavior (the
-    full suite with --gate on the unmodified release, on this provider), of this suite, whose node
-    reported the release, gate passed, nothing failed and nothing it could not test. The full suite
-    holds every test a mutant names, so no test of the baseline failed there; None (run it) where
-    any behavior lacks such a cell."""
-    if cells is None:
-        return None
-    found = [read_kept(cells / release / provider / f"{behavior}.json") for behavior in behaviors]
-    if not all(c is not None and c.version == c.build == release and c.suite == suite and c.gate == PASSED
-               and c.failed == 0 and c.could_not_test == 0 for c in found):
-        return None
-    runs = {(c.date, c.seconds): c for c in found if c is not None}  # one run of the suite may cover both
-    where = ", ".join(f"{c.behavior} {c.date}" for c in found if c is not None)
-    return model.Outcome("baseline", release, model.SURVIVED,
-                         passed=sum(c.passed for c in found if c is not None),
-                         skipped=sum(c.skipped for c in found if c is not None),
-                         seconds=sum(seconds for _, seconds in runs),
-                         selection=f"{label}: the full suite, from the version matrix's gate-passed cells ({where},"
-                                   f" {cells.name}/{release}/{provider}/)",
-                         suite=suite, exit_code=0)
 
 
 def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suite: str, keep: Path, runs: Path,
@@ -400,12 +376,12 @@ def parser() -> cli.Parser:
                     help="where each mutant's and baseline's result is kept, read back and resumed from (default"
                          " <results-dir>/mutants); a directory in the checkout, committed, lets a bench longer than"
                          " one sitting resume on another machine")
-    ap.add_argument("--matrix-cells", type=inputs.source_directory, default=MATRIX_CELLS,
+    ap.add_argument("--matrix-cells", type=inputs.source_directory, default=standing.MATRIX_CELLS,
                     metavar="DIR",
                     help="the version matrix's kept cells (default: docs/measurements/matrix-cells): where this suite"
                          " already passed the gate on the unmodified release, on every behavior the baseline runs,"
-                         " those cells are the baseline and it is not run again (not with --rerun, -k or pytest"
-                         " arguments)")
+                         " those cells are the baseline and it is not run again (not with --rerun or pytest arguments"
+                         " after --)")
     ap.add_argument("--fresh-vm", action="store_true",
                     help="vm: boot a fresh VM for every mutant (default: kubelet-only mutants share one VM and"
                          " swap their kubelet in; others always get a fresh VM)")
@@ -511,7 +487,8 @@ def _main(a: argparse.Namespace) -> int:
     runnable = [(i, f) for i, f in numbered if isinstance(f, model.Mutant)]
     # vm: kubelet-only mutants share one VM per base (the release, a prototype); each base's
     # unmodified build runs first on it, before any mutant's kubelet has touched the node (a
-    # fresh VM of that build), then that base's mutants, so the VM boots once per base. No
+    # fresh VM of that build; unless the matrix's run is the baseline, and the first mutant boots
+    # it), then that base's mutants, so the VM boots once per base. No
     # mutant at all (--baseline-only on an empty directory): the release's baseline alone.
     baselines: list[model.Outcome] = []
     bases = list(dict.fromkeys(m.base for _, m in runnable)) or ([None] if not forms else [])

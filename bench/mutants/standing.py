@@ -3,16 +3,21 @@ unmodified build's baseline and each mutant's verdict on the current suite. The 
 page shows it per minor (bench/matrix.py)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench import mutants as model
+from bench.cells import PASSED, read_kept
 from bench.mutants import releases
 from clusters import inputs
 from clusters.vm import k8s_source
 
 KEPT = model.HERE.parents[1] / "docs" / "measurements" / "mutant-results"  # the bench's --kept in the checkout
+MATRIX_CELLS = model.HERE.parents[1] / "docs" / "measurements" / "matrix-cells"  # bench.matrix's --kept in the checkout
+BOTH = "NoSwap,LimitedSwap"
+_FULL = re.compile(r"full suite on ([\w,]+)")
 
 
 def read(path: Path, say: Callable[[str], None] | None = None) -> model.Outcome | None:
@@ -69,7 +74,39 @@ def baseline_selection(mutants: list[model.Mutant], k: str | None) -> tuple[list
     named = [m.behaviors for m in mutants]
     behaviors = None if (not named or any(b is None for b in named)) else \
         ",".join(sorted({b.strip() for n in named for b in n.split(",")}))
-    return args, f"{label} on {behaviors or 'NoSwap,LimitedSwap'}", behaviors
+    return args, f"{label} on {behaviors or BOTH}", behaviors
+
+
+def covers(o: model.Outcome, label: str, behaviors: str | None) -> bool:
+    """A kept baseline stands for a run labelled ``label`` on ``behaviors`` (None: both): it ran
+    that selection, or the full suite on every one of those behaviors."""
+    if o.selection.startswith(label):
+        return True
+    full = _FULL.match(o.selection)
+    return full is not None and set((behaviors or BOTH).split(",")) <= set(full.group(1).split(","))
+
+
+def from_matrix(cells: Path | None, release: str, provider: str, behaviors: str | None, suite: str,
+                say: Callable[[str], None] | None = None) -> model.Outcome | None:
+    """The release's baseline as the version matrix already ran it (decision 0026): a kept cell per
+    behavior, each the full suite with --gate on the unmodified release on this provider (no pytest
+    arguments narrowed it), of this suite, whose node reported the release, gate passed, nothing
+    failed and nothing it could not test. None where any behavior lacks such a cell."""
+    if cells is None:
+        return None
+    wanted = (behaviors or BOTH).split(",")
+    found = [read_kept(cells / release / provider / f"{behavior}.json", say) for behavior in wanted]
+    good = [c for c in found if c is not None and c.version == c.build == release and c.suite == suite
+            and c.gate == PASSED and c.failed == 0 and c.could_not_test == 0 and not c.pytest_args]
+    if len(good) != len(wanted):
+        return None
+    runs = {c.results_dir or c.behavior: c.seconds for c in good}  # one run of the suite may cover both
+    where = ", ".join(f"{c.behavior} {c.date}" for c in good)
+    return model.Outcome("baseline", release, model.SURVIVED, passed=sum(c.passed for c in good),
+                         skipped=sum(c.skipped for c in good), seconds=sum(runs.values()),
+                         selection=f"full suite on {','.join(wanted)}: from the version matrix's gate-passed"
+                                   f" cells ({where}, {cells.name}/{release}/{provider}/)",
+                         suite=suite, exit_code=0)
 
 
 @dataclass(frozen=True)
@@ -87,9 +124,11 @@ class Standing:
         return self.caught + self.survived + self.pending
 
 
-def standing(keep: Path, release: str, provider: str, suite: str, patches: Path = model.HERE) -> Standing:
-    """The bench on ``release`` as its kept results say: mutants of a prototype (``# base:``) are the
-    prototype's, not the release's, and are left out, as their baselines are."""
+def standing(keep: Path, release: str, provider: str, suite: str, patches: Path = model.HERE,
+             cells: Path | None = None) -> Standing:
+    """The bench on ``release`` as its kept results say, and the version matrix's kept cells
+    (``cells``) for its baseline, by the rules the bench reuses them by. Mutants of a prototype
+    (``# base:``) are the prototype's, not the release's, and are left out, as their baselines are."""
     verdicts = {model.CAUGHT: 0, model.SURVIVED: 0, None: 0}
     forms = [releases.on(m, release) for m in model.load(patches) if m.base is None]
     runnable = [f for f in forms if isinstance(f, model.Mutant)]
@@ -97,10 +136,11 @@ def standing(keep: Path, release: str, provider: str, suite: str, patches: Path 
         o = kept_result(keep, form, release, provider, suite)
         verdicts[o.verdict if o is not None and o.verdict in verdicts else None] += 1
     b = read(baseline_path(keep, release, provider))
-    _, label, _ = baseline_selection(runnable, None)
-    # the baseline the whole bench would run, as the bench itself reuses one: of this suite and
-    # every test these mutants name
-    if b is None or b.suite != suite or b.verdict == model.NOT_RUN or not b.selection.startswith(label):
+    _, label, behaviors = baseline_selection(runnable, None)
+    # the baseline the whole bench would take: of this suite and every test these mutants name
+    if b is None or b.suite != suite or b.verdict == model.NOT_RUN or not covers(b, label, behaviors):
+        b = from_matrix(cells, release, provider, behaviors, suite)
+    if b is None:
         baseline = "not run"
     else:
         alarms = len(b.failed) + len(b.errors)
