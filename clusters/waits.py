@@ -79,7 +79,10 @@ TURN = Wait(3600, what="a test's turn on its node or the host (the longest test 
 APT_INSTALL = Wait(0, clock=1800, what="apt-get update and an install of QEMU and its dependencies from a slow mirror")
 GO_INSTALL_KIND = Wait(0, clock=1800, what="go install of kind: its modules fetched and compiled on two shared cores")
 # clusters
-KIND_CREATE = Wait(1800, what="kind create cluster (kubeadm alone may take 20 minutes emulated)")
+# Past kubeadm's own longest wait in the emulated-host profile (40 min for the control plane), so
+# that kubeadm's message, which names what it waited for, is the one a failure shows.
+KIND_CREATE = Wait(3600, what="kind create cluster (kubeadm may wait 40 minutes for an emulated control plane)")
+VM_KUBEADM_INIT = Wait(0, clock=2700, what="kubeadm init on the vm node (past its own 40-minute control-plane wait)")
 KIND_NODES_READY = Wait(600, what="after kind create: workers joining, an API server catching up")
 KIND_EXPORT_LOGS = Wait(300, what="kind export logs of a cluster whose creation failed (journals of every node)")
 

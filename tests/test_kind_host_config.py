@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import yaml
 
-from clusters import cli, kind_config, versions
+from clusters import cli, kind_config, versions, waits
 from clusters.behaviors import LIMITED_SWAP
 from clusters.kind_provider import api_ports_from_env
 from clusters.vm import guestfiles, kindhost, nodeimage, qemu
@@ -175,10 +175,12 @@ def test_the_emulated_host_profile_skips_the_addons_no_test_uses() -> None:
     """As on the vm node: kubeadm deploys neither CoreDNS nor kube-proxy (appended to the
     skipPhases kind writes, whose "preflight" stays)."""
     profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
-    init = [p for p in profile["kubeadmConfigPatchesJSON6902"] if p["kind"] == "InitConfiguration"]
-    ops = [op for p in init for op in yaml.safe_load(p["patch"])]
-    assert ops == [{"op": "add", "path": "/skipPhases/-", "value": "addon/coredns"},
-                   {"op": "add", "path": "/skipPhases/-", "value": "addon/kube-proxy"}]
+    for version in KUBEADM_APIS:
+        init = [p for p in profile["kubeadmConfigPatchesJSON6902"]
+                if p["kind"] == "InitConfiguration" and p["version"] == version]
+        ops = [op for p in init for op in yaml.safe_load(p["patch"])]
+        assert ops == [{"op": "add", "path": "/skipPhases/-", "value": "addon/coredns"},
+                       {"op": "add", "path": "/skipPhases/-", "value": "addon/kube-proxy"}], version
 
 
 def test_the_bridge_cni_does_not_masquerade() -> None:
@@ -208,36 +210,100 @@ def _of_kind(text: str, kind: str) -> dict:
     return next(d for d in yaml.safe_load_all(text) if d["kind"] == kind)
 
 
+def _profile_documents(version: str) -> tuple[list[dict], list[dict]]:
+    """The emulated-host profile's patches kind applies to kubeadm's ``version`` documents: merge
+    patches, JSON 6902 patches."""
+    profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
+    merge = [d for d in map(yaml.safe_load, profile["kubeadmConfigPatches"])
+             if d.get("apiVersion") in (None, f"kubeadm.k8s.io/{version}")]
+    json6902 = [p for p in profile["kubeadmConfigPatchesJSON6902"] if p["version"] == version]
+    return merge, json6902
+
+
 def test_the_kind_emulated_profile_lightens_the_control_plane_as_the_vm_node_does() -> None:
-    """One emulated profile, two renderings (decisions 0004, 0023): whatever the vm node's kubeadm
-    config adds to the control plane under TCG, the kind emulated-host profile adds too (through
-    its ClusterConfiguration patch or a JSON 6902 add); kubeadm waits there at least as long as on
-    the vm node, whose host runs one node where the kind host runs a cluster; and containerd's CRI
-    stats are as sparse. A lightening added to one side alone fails here."""
+    """One emulated profile, two renderings (decision 0025): whatever the vm node's kubeadm config
+    adds to the control plane under TCG, the kind emulated-host profile adds too, and nothing else
+    (in kubeadm v1beta4, through its ClusterConfiguration patch or a JSON 6902 add); kubeadm waits
+    there at least as long as on the vm node, whose host runs one node where the kind host runs a
+    cluster; containerd's CRI stats are as sparse. A lightening on one side alone fails here."""
+    from clusters.vm import node
+
+    light, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=True)
+    plain, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=False)
+    assert _of_kind(light, "InitConfiguration") == _of_kind(plain, "InitConfiguration"), \
+        "the vm node's emulated InitConfiguration differs: give it a kind rendering and check it here"
+    light_cluster = _pairs(_of_kind(light, "ClusterConfiguration"))
+    wanted = light_cluster - _pairs(_of_kind(plain, "ClusterConfiguration"))
+    assert wanted, "the vm node's emulated config adds nothing: this check reads the wrong documents"
+
+    merge, json6902 = _profile_documents("v1beta4")
+    kind_has = set().union(*(_pairs(p) for p in merge if p["kind"] == "ClusterConfiguration"))
+    for patch in (p for p in json6902 if p["kind"] == "ClusterConfiguration"):
+        for op in yaml.safe_load(patch["patch"]):
+            *where, last = op["path"].strip("/").split("/")
+            assert op["op"] == "add" and last == "-", op
+            kind_has |= _pairs([op["value"]], tuple(where))
+    kind_has -= {(("apiVersion",), "kubeadm.k8s.io/v1beta4"), (("kind",), "ClusterConfiguration")}
+    assert sorted(wanted - kind_has, key=str) == []
+    assert sorted(kind_has - light_cluster, key=str) == [], "the kind profile lightens what the vm node does not"
+
+    vm_waits = _of_kind(light, "InitConfiguration")["timeouts"]
+    kind_waits = next(p for p in merge if p["kind"] == "InitConfiguration")["timeouts"]
+    shorter = {key: (kind_waits.get(key), wait) for key, wait in vm_waits.items()
+               if key not in kind_waits or _seconds(kind_waits[key]) < _seconds(wait)}
+    assert shorter == {}, "kind's wait (left) is shorter than the vm node's (right)"
+    join = next(p for p in merge if p["kind"] == "JoinConfiguration")["timeouts"]
+    assert all(_seconds(join[key]) >= _seconds(vm_waits[key]) for key in join if key in vm_waits), join
+    # the suite's own bound on `kind create` outlasts kubeadm's longest wait, whose message is the better one
+    assert waits.KIND_CREATE.work > max(_seconds(w) for w in kind_waits.values())
+    assert waits.VM_KUBEADM_INIT.seconds() > max(_seconds(w) for w in vm_waits.values())
+
+    profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
+    containerd = "\n".join(profile["containerdConfigPatches"])
+    assert f"stats_collect_period = '{guestfiles.EMULATED_STATS_COLLECT_PERIOD}'" in containerd
+
+
+# kubeadm's config API kind writes for a node image: v1beta3 before 1.36, v1beta4 from it (kind v0.33
+# pkg/cluster/internal/kubeadm/config.go Config); a patch applies only to its own apiVersion
+KUBEADM_APIS = ("v1beta3", "v1beta4")
+_COMPONENTS = {"apiServer": "kube-apiserver", "controllerManager": "kube-controller-manager",
+               "scheduler": "kube-scheduler", "etcd": "etcd"}
+
+
+def test_the_kind_emulated_profile_says_the_same_in_kubeadms_v1beta3() -> None:
+    """For the node images kind configures with v1beta3 (1.34, 1.35): each item the vm node's config
+    adds under TCG has its v1beta3 rendering (an extraArgs map entry; the ECDSA feature gate for
+    encryptionAlgorithm; the node image's kubeadm patches for extraEnvs, which v1beta3 lacks), the
+    addons are skipped, kubeadm is pointed at the image's patches and its control-plane wait is the
+    v1beta4 profile's. An item with no known v1beta3 rendering fails here until it has one."""
     from clusters.vm import node
 
     light, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=True)
     plain, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=False)
     wanted = _pairs(_of_kind(light, "ClusterConfiguration")) - _pairs(_of_kind(plain, "ClusterConfiguration"))
-    assert wanted, "the vm node's emulated config adds nothing: this check reads the wrong documents"
+    merge, _ = _profile_documents("v1beta3")
+    cluster = next(p for p in merge if p.get("kind") == "ClusterConfiguration")
+    init = next(p for p in merge if p.get("kind") == "InitConfiguration" and "apiVersion" in p)
+    image_patches = {path: yaml.safe_load(text) for path, text in nodeimage.node_files("pause:x").items()
+                     if path.startswith(node.PATCHES_DIR.lstrip("/")) and path.endswith("+strategic.yaml")}
 
-    profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
-    patches = [yaml.safe_load(p) for p in profile["kubeadmConfigPatches"]]
-    kind_has = set().union(*(_pairs(p) for p in patches if p["kind"] == "ClusterConfiguration"))
-    for patch in (p for p in profile["kubeadmConfigPatchesJSON6902"] if p["kind"] == "ClusterConfiguration"):
-        for op in yaml.safe_load(patch["patch"]):
-            *where, last = op["path"].strip("/").split("/")
-            assert op["op"] == "add" and last == "-", op
-            kind_has |= _pairs([op["value"]], tuple(where))
-    assert sorted(wanted - kind_has, key=str) == []
+    def env_of(container: str) -> dict[str, str]:
+        doc = image_patches[f"{node.PATCHES_DIR.lstrip('/')}/{container}+strategic.yaml"]
+        return {e["name"]: e["value"] for e in doc["spec"]["containers"][0].get("env", [])}
 
-    vm_waits = _of_kind(light, "InitConfiguration")["timeouts"]
-    kind_waits = next(p for p in patches if p["kind"] == "InitConfiguration")["timeouts"]
-    shorter = {key: (kind_waits.get(key), wait) for key, wait in vm_waits.items()
-               if key not in kind_waits or _seconds(kind_waits[key]) < _seconds(wait)}
-    assert shorter == {}, "kind's wait (left) is shorter than the vm node's (right)"
-    join = next(p for p in patches if p["kind"] == "JoinConfiguration")["timeouts"]
-    assert all(_seconds(join[key]) >= _seconds(vm_waits[key]) for key in join if key in vm_waits), join
-
-    containerd = "\n".join(profile["containerdConfigPatches"])
-    assert f"stats_collect_period = '{guestfiles.EMULATED_STATS_COLLECT_PERIOD}'" in containerd
+    for path, value in sorted(wanted, key=str):
+        component = path[0]
+        if path == ("encryptionAlgorithm",):
+            assert value == "ECDSA-P256" and cluster["featureGates"]["PublicKeysECDSA"] is True
+        elif path[-2] == "extraEnvs":
+            assert env_of(_COMPONENTS[component]).get(path[-1]) == value, path
+        elif path[-2] == "extraArgs":
+            assert cluster[component]["extraArgs"][path[-1]] == value, path
+        else:
+            pytest.fail(f"no v1beta3 rendering known for {path}: add one to the profile and here")
+    # the scheduler's and the controller manager's elections, off on the vm node whatever the CPU
+    assert cluster["controllerManager"]["extraArgs"]["leader-elect"] == "false"
+    assert init["patches"]["directory"] == node.PATCHES_DIR
+    v1beta4 = next(p for p in _profile_documents("v1beta4")[0] if p["kind"] == "InitConfiguration")
+    assert _seconds(cluster["apiServer"]["timeoutForControlPlane"]) >= \
+        _seconds(v1beta4["timeouts"]["controlPlaneComponentHealthCheck"])

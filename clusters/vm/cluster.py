@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
+from clusters import waits
 from clusters.cli import interrupts_raise
 from clusters.kubelet_config import KUBELET_CONFIG, NodeKubelet
 from workloads.cache import cache_root
@@ -305,7 +306,7 @@ class VmCluster(Guest[VmState]):
         argv = ["sh", "-c", 'kubeadm init --config "$1" -v=1 > "$2" 2>&1', "sh", node.KUBEADM_CONFIG_PATH, KUBEADM_LOG]
         pid = self.agent.spawn(argv)
         seen = 0
-        deadline = time.monotonic() + 45 * 60
+        deadline = time.monotonic() + waits.bound(waits.VM_KUBEADM_INIT)
         while True:
             self.watch()
             st = self.agent.exec_status(pid)
@@ -319,7 +320,8 @@ class VmCluster(Guest[VmState]):
                 rc = st
                 break
             if time.monotonic() > deadline:
-                raise VmClusterError("kubeadm init did not finish within 45 minutes; log tail:\n" + "\n".join(lines[-30:]))
+                raise VmClusterError(f"kubeadm init did not finish within {waits.bound(waits.VM_KUBEADM_INIT) / 60:.0f}"
+                                     " minutes; log tail:\n" + "\n".join(lines[-30:]))
             time.sleep(5)
         if rc != 0:
             _, journal, _ = self.guest_exec(["journalctl", "-b", "--no-pager", "-n", "80", "-u", "kubelet"])

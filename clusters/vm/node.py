@@ -53,6 +53,11 @@ PROBE_PATCH = {
 }
 
 
+# Under emulation the control plane's Go runtimes run on one thread (decision 0023): on 2 emulated
+# vCPUs their schedulers' spinning was much of what an idle API server did.
+ONE_GO_THREAD = {"GOMAXPROCS": "1"}
+
+
 def kubeadm_images(kubeadm: Path, k8s_version: str) -> dict[str, str]:
     """Component name (kube-apiserver, etcd, pause, ...) -> image ref kubeadm expects."""
     out = subprocess.run([str(kubeadm), "config", "images", "list", "--kubernetes-version", k8s_version],
@@ -189,7 +194,7 @@ def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] =
     }
     if emulated:
         cluster["encryptionAlgorithm"] = "ECDSA-P256"
-        one_thread = [{"name": "GOMAXPROCS", "value": "1"}]
+        one_thread = [{"name": k, "value": v} for k, v in ONE_GO_THREAD.items()]
         for component in ("apiServer", "controllerManager", "scheduler"):
             cluster[component]["extraEnvs"] = list(one_thread)
         cluster["etcd"] = {"local": {"extraEnvs": list(one_thread)}}
@@ -204,10 +209,14 @@ def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] =
     return text, source
 
 
-def probe_patches() -> dict[str, bytes]:
-    """kubeadm patch files (strategic merge) for the static pods' probes."""
+def probe_patches(env: dict[str, str] | None = None) -> dict[str, bytes]:
+    """kubeadm patch files (strategic merge) for the static pods' probes; with ``env``, each
+    control-plane container's environment too (the kind node image's, for kubeadm configs older
+    than v1beta4, which have no extraEnvs)."""
     files = {}
     for name, probes in PROBE_PATCH.items():
-        doc = {"spec": {"containers": [{"name": name, **probes}]}}
-        files[f"{PATCHES_DIR}/{name}+strategic.yaml"] = yaml.safe_dump(doc).encode()
+        container: dict = {"name": name, **probes}
+        if env:
+            container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        files[f"{PATCHES_DIR}/{name}+strategic.yaml"] = yaml.safe_dump({"spec": {"containers": [container]}}).encode()
     return files

@@ -406,9 +406,11 @@ def node_files(pause_ref: str) -> dict[str, bytes]:
         "kind/manifests/default-storage.yaml": STORAGE_MANIFEST,
     }
     files = {k: v.encode() for k, v in t.items()}
-    # The control plane's probe patches (kubeadm patches, as the vm node's) and the scheduler's
-    # flag: the emulated-host profile points kubeadm at them (clusters/kind/profiles/emulated-host.yaml).
-    files.update({path.lstrip("/"): text for path, text in node.probe_patches().items()})
+    # The control plane's probe patches (kubeadm patches, as the vm node's), each on one Go thread,
+    # and the scheduler's flag: only the emulated-host profile points kubeadm at them
+    # (clusters/kind/profiles/emulated-host.yaml). The thread count is here as well as in the
+    # profile's extraEnvs because kind writes kubeadm's v1beta3 for releases before 1.36, which has none.
+    files.update({path.lstrip("/"): text for path, text in node.probe_patches(node.ONE_GO_THREAD).items()})
     files[SCHEDULER_PATCH.lstrip("/")] = json.dumps(NO_SCHEDULER_ELECTION).encode()
     return files
 
