@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 
@@ -17,6 +16,7 @@ from clusters import cli, kind_config, versions, waits
 from clusters.behaviors import LIMITED_SWAP
 from clusters.kind_provider import api_ports_from_env
 from clusters.vm import guestfiles, kindhost, nodeimage, qemu
+from tests.kubeadm_docs import of_kind, seconds
 
 
 def test_api_port_map_round_trips_and_rejects_garbage() -> None:
@@ -199,17 +199,6 @@ def _pairs(obj: object, path: tuple = ()) -> set[tuple]:
     return {(path, tuple(obj) if isinstance(obj, list) else obj)}
 
 
-def _seconds(duration: str) -> int:
-    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", duration)
-    assert parts and duration, f"not a kubeadm duration: {duration!r}"
-    hours, minutes, seconds = (int(p or 0) for p in parts.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def _of_kind(text: str, kind: str) -> dict:
-    return next(d for d in yaml.safe_load_all(text) if d["kind"] == kind)
-
-
 def _profile_documents(version: str) -> tuple[list[dict], list[dict]]:
     """The emulated-host profile's patches kind applies to kubeadm's ``version`` documents: merge
     patches, JSON 6902 patches."""
@@ -230,10 +219,10 @@ def test_the_kind_emulated_profile_lightens_the_control_plane_as_the_vm_node_doe
 
     light, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=True)
     plain, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=False)
-    assert _of_kind(light, "InitConfiguration") == _of_kind(plain, "InitConfiguration"), \
+    assert of_kind(light, "InitConfiguration") == of_kind(plain, "InitConfiguration"), \
         "the vm node's emulated InitConfiguration differs: give it a kind rendering and check it here"
-    light_cluster = _pairs(_of_kind(light, "ClusterConfiguration"))
-    wanted = light_cluster - _pairs(_of_kind(plain, "ClusterConfiguration"))
+    light_cluster = _pairs(of_kind(light, "ClusterConfiguration"))
+    wanted = light_cluster - _pairs(of_kind(plain, "ClusterConfiguration"))
     assert wanted, "the vm node's emulated config adds nothing: this check reads the wrong documents"
 
     merge, json6902 = _profile_documents("v1beta4")
@@ -247,16 +236,16 @@ def test_the_kind_emulated_profile_lightens_the_control_plane_as_the_vm_node_doe
     assert sorted(wanted - kind_has, key=str) == []
     assert sorted(kind_has - light_cluster, key=str) == [], "the kind profile lightens what the vm node does not"
 
-    vm_waits = _of_kind(light, "InitConfiguration")["timeouts"]
+    vm_waits = of_kind(light, "InitConfiguration")["timeouts"]
     kind_waits = next(p for p in merge if p["kind"] == "InitConfiguration")["timeouts"]
     shorter = {key: (kind_waits.get(key), wait) for key, wait in vm_waits.items()
-               if key not in kind_waits or _seconds(kind_waits[key]) < _seconds(wait)}
+               if key not in kind_waits or seconds(kind_waits[key]) < seconds(wait)}
     assert shorter == {}, "kind's wait (left) is shorter than the vm node's (right)"
     join = next(p for p in merge if p["kind"] == "JoinConfiguration")["timeouts"]
-    assert all(_seconds(join[key]) >= _seconds(vm_waits[key]) for key in join if key in vm_waits), join
+    assert all(seconds(join[key]) >= seconds(vm_waits[key]) for key in join if key in vm_waits), join
     # the suite's own bound on `kind create` outlasts kubeadm's longest wait, whose message is the better one
-    assert waits.KIND_CREATE.work > max(_seconds(w) for w in kind_waits.values())
-    assert waits.VM_KUBEADM_INIT.seconds() > max(_seconds(w) for w in vm_waits.values())
+    assert waits.KIND_CREATE.work > max(seconds(w) for w in kind_waits.values())
+    assert waits.VM_KUBEADM_INIT.seconds() > max(seconds(w) for w in vm_waits.values())
 
     profile = yaml.safe_load((kind_config.PROFILES_DIR / "emulated-host.yaml").read_text())
     containerd = "\n".join(profile["containerdConfigPatches"])
@@ -280,7 +269,7 @@ def test_the_kind_emulated_profile_says_the_same_in_kubeadms_v1beta3() -> None:
 
     light, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=True)
     plain, _ = node.kubeadm_config(versions.KUBERNETES, LIMITED_SWAP, emulated=False)
-    wanted = _pairs(_of_kind(light, "ClusterConfiguration")) - _pairs(_of_kind(plain, "ClusterConfiguration"))
+    wanted = _pairs(of_kind(light, "ClusterConfiguration")) - _pairs(of_kind(plain, "ClusterConfiguration"))
     merge, _ = _profile_documents("v1beta3")
     cluster = next(p for p in merge if p.get("kind") == "ClusterConfiguration")
     init = next(p for p in merge if p.get("kind") == "InitConfiguration" and "apiVersion" in p)
@@ -305,5 +294,5 @@ def test_the_kind_emulated_profile_says_the_same_in_kubeadms_v1beta3() -> None:
     assert cluster["controllerManager"]["extraArgs"]["leader-elect"] == "false"
     assert init["patches"]["directory"] == node.PATCHES_DIR
     v1beta4 = next(p for p in _profile_documents("v1beta4")[0] if p["kind"] == "InitConfiguration")
-    assert _seconds(cluster["apiServer"]["timeoutForControlPlane"]) >= \
-        _seconds(v1beta4["timeouts"]["controlPlaneComponentHealthCheck"])
+    assert seconds(cluster["apiServer"]["timeoutForControlPlane"]) >= \
+        seconds(v1beta4["timeouts"]["controlPlaneComponentHealthCheck"])

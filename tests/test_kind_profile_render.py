@@ -7,7 +7,6 @@ kubeadm is in the suite's cache (built by `python -m clusters.vm build`), kubead
 validates the result."""
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +18,7 @@ from clusters import kind_config, versions
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP
 from clusters.vm import build as vbuild
 from clusters.vm import k8s_source, node
+from tests.kubeadm_docs import seconds
 from workloads.cache import cache_root
 
 RENDERER = Path(__file__).resolve().parent / "kind_render" / "main.go"
@@ -70,13 +70,6 @@ def _args(component: dict) -> dict[str, str]:
     return {i["name"]: i["value"] for i in items} if isinstance(items, list) else dict(items)
 
 
-def _seconds(duration: str) -> int:
-    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", duration)
-    assert parts and duration, duration
-    hours, minutes, seconds = (int(p or 0) for p in parts.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
 @pytest.mark.parametrize("pin", PINS)
 def test_kind_applies_the_emulated_profile_on_every_pin(kind_render: Path, tmp_path: Path, pin: str) -> None:
     """The control plane's kubeadm config, as kind writes it for a node image of ``pin``, with the
@@ -106,7 +99,7 @@ def test_kind_applies_the_emulated_profile_on_every_pin(kind_render: Path, tmp_p
     else:
         assert cluster["featureGates"]["PublicKeysECDSA"] is True
         wait = cluster["apiServer"]["timeoutForControlPlane"]
-    assert _seconds(wait) >= 40 * 60
+    assert seconds(wait) >= 40 * 60
 
     bare_cluster, bare_init = without["ClusterConfiguration"], without["InitConfiguration"]
     assert "enable-priority-and-fairness" not in _args(bare_cluster["apiServer"].get("extraArgs"))
