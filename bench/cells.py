@@ -8,12 +8,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ConfigDict
 
 from clusters import inputs
 
 PASSED, FAILED, COULD_NOT_RUN = "passed", "FAILED", "could not run"
+T = TypeVar("T")
 
 
 @dataclass
@@ -67,14 +69,22 @@ def _homeless(text: str) -> str:
     return re.sub(rf"(?<![\w/.~-]){re.escape(home)}(?![\w.-])", "~", text) if home else text
 
 
-def read_kept(path: Path, say: Callable[[str], None] | None = None) -> Cell | None:
-    """A kept cell; None where there is none, or where the file is not one (``say`` is told: the
-    matrix runs it again and leaves it out of the table, the bench does not take it as a baseline)."""
+def read_json(path: Path, cls: type[T], what: str, say: Callable[[str], None] | None = None,
+              then: str = "") -> T | None:
+    """A result kept as JSON (a matrix cell, a bench outcome), read back with its types checked;
+    None where there is none, or where the file is not one: ``say`` is told, with what happens
+    ``then``, and the caller does not trust it."""
     if not path.exists():
         return None
     try:
-        return Cell.from_json(inputs.read_text(path, "kept cell"), f"kept cell {path}")
+        return cls.from_json(inputs.read_text(path, what), f"{what} {path}")  # type: ignore[attr-defined]
     except inputs.UsageError as error:
         if say is not None:
-            say(f"{error}: left out")
+            say(f"{error}: {then}" if then else str(error))
         return None
+
+
+def read_kept(path: Path, say: Callable[[str], None] | None = None, then: str = "left out") -> Cell | None:
+    """A kept cell (the matrix runs an unreadable one again and leaves it out of the table; the
+    bench does not take it as a baseline)."""
+    return read_json(path, Cell, "kept cell", say, then)

@@ -120,7 +120,7 @@ def kept_path(store: Path, run: Run, behavior: str) -> Path:
 
 
 def kept(store: Path, run: Run, behavior: str) -> Cell | None:
-    return read_kept(kept_path(store, run, behavior), lambda why: _say(f"{why}, run again"))
+    return read_kept(kept_path(store, run, behavior), _say, "left out, run again")
 
 
 def is_done(cell: Cell | None, suite: str) -> bool:

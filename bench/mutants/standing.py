@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import mutants as model
-from bench.cells import PASSED, read_kept
+from bench.cells import PASSED, read_json, read_kept
 from bench.mutants import releases
-from clusters import inputs
 from clusters.vm import k8s_source
 
 KEPT = model.HERE.parents[1] / "docs" / "measurements" / "mutant-results"  # the bench's --kept in the checkout
@@ -21,16 +20,8 @@ _FULL = re.compile(r"full suite on ([\w,]+)")
 
 
 def read(path: Path, say: Callable[[str], None] | None = None) -> model.Outcome | None:
-    """A kept result; None when there is none or the file is not one (it is run again, not trusted,
-    and ``say`` is told why)."""
-    if not path.exists():
-        return None
-    try:
-        return model.Outcome.from_json(inputs.read_text(path, "kept result"), f"kept result {path}")
-    except inputs.UsageError as error:
-        if say is not None:
-            say(f"{error}: running it again")
-        return None
+    """A kept result (an unreadable one is run again, not trusted)."""
+    return read_json(path, model.Outcome, "kept result", say, "running it again")
 
 
 def mutant_path(keep: Path, m: model.Mutant, release: str, provider: str) -> Path:
@@ -95,7 +86,8 @@ def from_matrix(cells: Path | None, release: str, provider: str, behaviors: str 
     if cells is None:
         return None
     wanted = (behaviors or BOTH).split(",")
-    found = [read_kept(cells / release / provider / f"{behavior}.json", say) for behavior in wanted]
+    found = [read_kept(cells / release / provider / f"{behavior}.json", say, "not taken as the baseline")
+             for behavior in wanted]
     good = [c for c in found if c is not None and c.version == c.build == release and c.suite == suite
             and c.gate == PASSED and c.failed == 0 and c.could_not_test == 0 and not c.pytest_args]
     if len(good) != len(wanted):
