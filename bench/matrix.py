@@ -574,7 +574,7 @@ def bench_table(standings: Sequence[standing.Standing], suite: str, kept_in: str
         "`python -m bench.mutants --k8s-version RELEASE` on each pin, as the results it kept"
         f" (`{kept_in}`) on this suite (`{suite}`) say. *baseline*: the unmodified release on every test"
         " the release's mutants name, green or its false alarms (*not run*: no result of this suite"
-        " covers them all; a gate-passed matrix run of both behaviors above is one). *caught*: of the"
+        " covers them all; the matrix's gate-passed run above of every behavior it needs is one). *caught*: of the"
         " mutants that apply to the minor; *not run on this suite*: those with no result of this suite"
         " and build yet; *not applicable*: their headers say why. The KEP-5359 prototype's mutants are"
         " in `docs/mutants.md`, not here.",
@@ -590,12 +590,13 @@ def bench_table(standings: Sequence[standing.Standing], suite: str, kept_in: str
 
 def _write_table(path: Path, store: Path, suite: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    shown = store.relative_to(ROOT).as_posix() + "/" if store.is_relative_to(ROOT) else ""  # a checkout's, not a cache's
-    text = table(every_kept(store, current_builds()), suite, shown)
-    results = MUTANT_RESULTS.relative_to(ROOT).as_posix() + "/" if MUTANT_RESULTS.is_relative_to(ROOT) else str(
-        MUTANT_RESULTS)
+    def in_checkout(path: Path) -> str:
+        return path.relative_to(ROOT).as_posix() + "/" if path.is_relative_to(ROOT) else ""
+
+    text = table(every_kept(store, current_builds()), suite, in_checkout(store))  # a checkout's, not a cache's
     try:
-        bench = bench_table(bench_standings(MUTANT_RESULTS, suite, store), suite, results)
+        bench = bench_table(bench_standings(MUTANT_RESULTS, suite, store), suite,
+                            in_checkout(MUTANT_RESULTS) or str(MUTANT_RESULTS))
     except SourceError as error:  # a mutant's header or variant the bench would refuse: the matrix's cells stand
         bench = f"## The mutant bench on each minor\n\nNot shown: {error}\n"
     path.write_text(text + "\n" + bench)
