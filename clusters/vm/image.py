@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from clusters import inputs
+from clusters.versions import SUPPORTED
 from workloads.cache import cache_root
 
 from . import guestfiles
@@ -306,9 +307,14 @@ def _assemble(img: GuestImage, rootfs: Path, files: Mapping[str, Path | bytes], 
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     img.kernel_release = release
-    _prune(root / "vm" / "images", keep=4)
+    _prune(root / "vm" / "images", keep=KEPT_DISKS)
     progress(f"image: disk {key} built in {time.monotonic() - t0:.0f}s (kernel {release})")
     return img
+
+
+# One disk per supported minor and one for a patched build (the KEP-5359 prototype, a mutant
+# needing a fresh disk): the version matrix then never evicts a disk it is about to boot.
+KEPT_DISKS = len(SUPPORTED) + 1
 
 
 def _prune(images: Path, keep: int) -> None:
