@@ -32,7 +32,7 @@ def kind_render(tmp_path_factory: pytest.TempPathFactory) -> Path:
     importable only from within its tree)."""
     if not shutil.which("go"):
         pytest.skip("the Go toolchain is not installed (kind's module is built with it)")
-    env = vbuild._go_env()  # noqa: SLF001
+    env = vbuild.go_env()
     try:
         module = k8s_source.module_dir("sigs.k8s.io/kind", versions.KIND, env)
     except k8s_source.SourceError as error:

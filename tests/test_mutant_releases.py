@@ -28,7 +28,7 @@ def _module(release: str) -> Path | None:
     if not shutil.which("go"):
         return None
     try:
-        return k8s_source.module_dir("k8s.io/kubernetes", release, vbuild._go_env())  # noqa: SLF001
+        return k8s_source.module_dir("k8s.io/kubernetes", release, vbuild.go_env())
     except k8s_source.SourceError:
         return None
 
@@ -76,7 +76,7 @@ def test_every_mutant_applies_or_is_declared_on_every_pin(release: str, tmp_path
         if m.patch.staging_modules and m.base is None:
             try:
                 k8s_source.apply_patches(k8s_source.KubernetesSource(release, (m.patch,)), tmp_path / m.name,
-                                         vbuild._go_env())  # noqa: SLF001
+                                         vbuild.go_env())
             except k8s_source.SourceError as error:
                 problems.append(str(error))
             continue

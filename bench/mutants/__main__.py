@@ -49,9 +49,10 @@ import time
 from pathlib import Path
 
 from bench import mutants as model
-from bench.mutants import docs, releases, standing
+from bench.mutants import blind, docs, releases, standing
 from clusters import cli, commands, inputs, pidlock
 from clusters.redact import redact
+from clusters.vm import build as vbuild
 from clusters.vm import k8s_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -354,6 +355,36 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     return o
 
 
+def _blind(a: argparse.Namespace, mutants: list[model.Mutant], suite: str, keep: Path, runs: Path,
+           shared: SharedVm) -> int:
+    """Each group's build on the suite without the group's own tests (bench/mutants/blind.py),
+    kept while the suite, the patches and that selection are unchanged."""
+    applies = blind.applies_on(a.release, vbuild.go_env())
+    groups = blind.groups(mutants, applies)
+    _say(f"blind: {len(groups)} build(s) for {sum(map(len, groups))} mutant(s) with tests of their own")
+    done: list[tuple[list[model.Mutant], model.Outcome]] = []
+    for i, group in enumerate(groups, 1):
+        name = f"blind-{blind.key(group)}"
+        selection, label = blind.selection(group, a.k)
+        kept = keep / f"{name}-{a.release}-{a.provider}.json"
+        o = None if a.rerun else standing.read(kept, _say)
+        if o is not None and o.suite == suite and o.verdict != model.NOT_RUN and o.selection.startswith(label):
+            _say(f"[{i}/{len(groups)}] {name}: kept result ({o.verdict}), suite {suite} unchanged")
+        else:
+            _say(f"[{i}/{len(groups)}] {name}: {', '.join(m.name for m in group)} together, on {label}")
+            o = run_one(name, blind.patches_of(group), blind.behaviors(group), selection, label, a.provider,
+                        runs / f"{name}-{a.release}-{a.provider}", a.pytest_args, None, state_dir=shared.state_dir,
+                        release=a.release)
+            o.suite = suite
+            kept.write_text(o.to_json())
+        done.append((group, o))
+        _say(f"[{i}/{len(groups)}] {name}: {blind.verdict(o)}")
+    table = blind.table(done, dt.date.today().isoformat(), a.release)
+    (a.results_dir / "blind.md").write_text(table)
+    print(table, end="")
+    return cli.Exit.OK if all(o.verdict == model.SURVIVED for _, o in done) else cli.Exit.FAILED
+
+
 def parser() -> cli.Parser:
     ap = cli.Parser(prog="python -m bench.mutants", description=__doc__.split("\n\n")[0])
     ap.add_argument("--k8s-version", type=inputs.release, default=None, metavar="V",
@@ -370,6 +401,10 @@ def parser() -> cli.Parser:
     only = ap.add_mutually_exclusive_group()  # argparse's own check: "not allowed with argument ..."
     only.add_argument("--no-baseline", action="store_true", help="skip the unmodified build's run")
     only.add_argument("--baseline-only", action="store_true", help="only the unmodified build's run")
+    only.add_argument("--blind", action="store_true",
+                      help="instead: was the suite blind to these mutants before their own tests? Each group of"
+                           " mutants with tests of their own (bench/mutants/blind.py) runs on one build carrying"
+                           " them all, on the whole suite without those tests; each must survive")
     ap.add_argument("--rerun", action="store_true", help="run again even where a kept result matches")
     ap.add_argument("--results-dir", type=inputs.output_directory, default=ROOT / "results")
     ap.add_argument("--kept", type=inputs.output_directory, default=None, metavar="DIR",
@@ -466,6 +501,8 @@ def _main(a: argparse.Namespace) -> int:
     forms = _checked(a)
     if not forms and not a.baseline_only:
         raise cli.UsageError(f"--patches {a.patches}: no *.patch in it")
+    if a.blind and not any(isinstance(f, model.Mutant) and f.name in blind.NEW_TESTS for f in forms):
+        raise cli.UsageError("--blind: none of these mutants has tests of its own (bench/mutants/blind.py NEW_TESTS)")
     shared = SharedVm(a.state_dir, a.release)
     refused = claim(shared.state_dir) if a.provider == "vm" else None
     if refused:
@@ -490,6 +527,12 @@ def _main(a: argparse.Namespace) -> int:
     # fresh VM of that build; unless the matrix's run is the baseline, and the first mutant boots
     # it), then that base's mutants, so the VM boots once per base. No
     # mutant at all (--baseline-only on an empty directory): the release's baseline alone.
+    if a.blind:
+        try:
+            return _blind(a, [m for _, m in runnable], suite, keep, runs, shared)
+        finally:
+            if a.provider == "vm":
+                shared.down()
     baselines: list[model.Outcome] = []
     bases = list(dict.fromkeys(m.base for _, m in runnable)) or ([None] if not forms else [])
 

@@ -100,7 +100,7 @@ def latest_kubernetes_version() -> str:
     return newest
 
 
-def _go_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def go_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("GOTOOLCHAIN", "local")
     env["GOFLAGS"] = "-buildvcs=false -mod=mod"
@@ -178,7 +178,7 @@ class Component:
         log = root / "logs" / f"build-{self.key}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"build {self.key} {_dt.datetime.now(_dt.timezone.utc).isoformat()}\n")
-        env = _go_env({"CGO_ENABLED": "1" if self.cgo else "0"})
+        env = go_env({"CGO_ENABLED": "1" if self.cgo else "0"})
         t0 = time.monotonic()
         if self.prepare is not None:
             try:
@@ -464,7 +464,7 @@ def build_all(
             if not release.is_cached(root):
                 release = kubernetes_component(source.release)
             release_dir = release.build(root, progress)
-            reached = affected_commands(root / "src" / release.key, source, _go_env())
+            reached = affected_commands(root / "src" / release.key, source, go_env())
             k8s.copies = {c: release_dir / c for c in K8S_COMMANDS if c not in reached}
             k8s.targets = tuple(t for t in k8s.targets if t[0] in reached)
     out = {name: c.build(root, progress) for name, c in comps.items()}

@@ -259,6 +259,10 @@ def _copy_writable(src: Path, dst: Path) -> None:
     dst.chmod(dst.stat().st_mode | 0o200)
 
 
+# How a build applies each patch; whoever asks "does this apply?" asks it the same way.
+PATCH = ("patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-r", "-")
+
+
 def apply_patches(source: KubernetesSource, tree: Path, env: dict[str, str],
                   find_module: "Callable[[str, str, dict[str, str]], Path] | None" = None) -> list[str]:
     """Lay out ``tree`` as the kubernetes repository (the release's module, plus every staging
@@ -275,8 +279,8 @@ def apply_patches(source: KubernetesSource, tree: Path, env: dict[str, str],
         _copy_writable(find_module(mod, staging_version, env), tree / "staging" / "src" / mod)
     try:
         for p in source.patches:
-            out = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-r", "-",
-                                  "-d", str(tree), "-i", str(p.path.resolve())], capture_output=True, text=True)
+            out = subprocess.run([*PATCH, "-d", str(tree), "-i", str(p.path.resolve())], capture_output=True,
+                                 text=True)
             if out.returncode != 0:
                 raise SourceError(patch_failure(p, source.release, out.stdout + out.stderr))
     except BaseException:
