@@ -252,12 +252,12 @@ def build_image(
     out = root / "vm" / "images" / key
     img = GuestImage(out, out / "disk.raw", out / "vmlinuz", out / "initrd.img", key, "")
     if (out / ".complete").exists():
-        img.kernel_release = (out / ".complete").read_text().split()[0]
+        img.kernel_release = _used(out)
         progress(f"image: disk {key} cached (hashed inputs in {time.monotonic() - t0:.0f}s)")
         return img
     with cache_lock(root, f"image-{key}", progress):
         if (out / ".complete").exists():
-            img.kernel_release = (out / ".complete").read_text().split()[0]
+            img.kernel_release = _used(out)
             return img
         return _assemble(img, rootfs, files, root, t0, progress, units=units, disk_size=disk_size, bake=bake)
 
@@ -312,15 +312,27 @@ def _assemble(img: GuestImage, rootfs: Path, files: Mapping[str, Path | bytes], 
     return img
 
 
-# One disk per supported minor and one for a patched build (the KEP-5359 prototype, a mutant
-# needing a fresh disk): the version matrix then never evicts a disk it is about to boot.
-KEPT_DISKS = len(SUPPORTED) + 1
+# A disk per supported minor, the kind host's, and one patched build's (the KEP-5359 prototype, a
+# mutant's fresh VM), pruned by last use: the version matrix then evicts none of the disks it
+# boots in turn, and a run of patched builds evicts the disks used longest ago.
+KEPT_DISKS = len(SUPPORTED) + 2
+
+
+def _used(disk: Path) -> str:
+    """Stamp a cached disk as used now (what pruning orders by); its kernel release."""
+    (disk / ".used").touch()
+    return (disk / ".complete").read_text().split()[0]
+
+
+def _last_use(disk: Path) -> float:
+    stamps = [disk / ".complete", disk / ".used"]
+    return max(p.stat().st_mtime for p in stamps if p.exists())
 
 
 def _prune(images: Path, keep: int) -> None:
-    """Drop all but the ``keep`` most recently built disks (sparse files of 12 GB and more)."""
-    done = sorted((d for d in images.iterdir() if (d / ".complete").exists()),
-                  key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
+    """Drop all but the ``keep`` disks used last (sparse files of 12 GB and more); a build under
+    way (no ``.complete`` yet) is never dropped."""
+    done = sorted((d for d in images.iterdir() if (d / ".complete").exists()), key=_last_use, reverse=True)
     for d in done[keep:]:
         shutil.rmtree(d, ignore_errors=True)
 
