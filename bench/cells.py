@@ -1,5 +1,7 @@
 """The version matrix's kept cell (bench/matrix.py): what one minor × provider × behavior showed,
-as JSON; read by the mutant bench too, whose baseline a gate-passed cell can be."""
+as JSON; read by the mutant bench too, whose baseline a gate-passed cell can be. And a run's
+JUnit report read as the gate reads it (``read_junit``), for the matrix's cells and the bench's
+blind runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,6 +17,7 @@ from pydantic import ConfigDict
 from clusters import inputs
 
 PASSED, FAILED, COULD_NOT_RUN = "passed", "FAILED", "could not run"
+GATE_MARK = "[gate] "  # e2e/gate.py could_not_test: in gate mode "could not test" is a failure with this mark
 T = TypeVar("T")
 
 
@@ -88,3 +91,33 @@ def read_kept(path: Path, say: Callable[[str], None] | None = None, then: str = 
     """A kept cell (the matrix runs an unreadable one again and leaves it out of the table; the
     bench does not take it as a baseline)."""
     return read_json(path, Cell, "kept cell", say, then)
+
+
+def nodeid_of(classname: str, name: str) -> str:
+    """pytest's node id back from JUnit's classname ("e2e.test_x" or "e2e.test_x.TestY") and name."""
+    parts = classname.split(".")
+    module = next((i for i, p in enumerate(parts) if p.startswith("test_")), len(parts) - 1)
+    return "/".join(parts[:module + 1]) + ".py" + "".join(f"::{p}" for p in parts[module + 1:]) + f"::{name}"
+
+
+def read_junit(junit: Path) -> list[tuple[object, bool]]:
+    """Every test of a run as (e2e.verdict.Result, marked): its behavior from the property its node
+    fixture records, its outcome, its skip reason; ``marked`` when it failed as gate mode's
+    "could not test" (e2e/gate.py). Tests without a behavior (none in e2e/) are left out."""
+    from e2e import verdict
+
+    found = []
+    for case in inputs.read_junit(junit, "the run's JUnit report").cases:
+        behavior = next(iter(case.values(verdict.BEHAVIOR_PROPERTY)), "")
+        if not behavior:
+            continue
+        nodeid = nodeid_of(case.classname, case.name)
+        bad = case.failure or case.error
+        if bad is not None:
+            text = bad.text.lstrip() + " " + bad.message
+            found.append((verdict.Result(nodeid, behavior, "failed"), GATE_MARK in text))
+        elif case.skipped is not None:
+            found.append((verdict.Result(nodeid, behavior, "skipped", case.skipped.message), False))
+        else:
+            found.append((verdict.Result(nodeid, behavior, "passed"), False))
+    return found

@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.cells import COULD_NOT_RUN, FAILED, PASSED, Cell, read_kept
+from bench.cells import COULD_NOT_RUN, FAILED, PASSED, Cell, read_junit, read_kept
 from bench.mutants import releases, standing
 from clusters import behaviors as swap_behaviors
 from clusters import cli, commands, inputs, versions
@@ -67,7 +67,6 @@ BEHAVIORS = (swap_behaviors.NO_SWAP, swap_behaviors.LIMITED_SWAP)
 # pytest's exit codes of a run that stopped before its verdict: interrupted, preflight (or an
 # internal error), usage, no tests collected. Its cells could not run, whatever its report says.
 STOPPED = (cli.Exit.INTERRUPTED, cli.Exit.PREFLIGHT, cli.Exit.USAGE, 5)
-GATE_MARK = "[gate] "  # e2e/gate.py could_not_test: in gate mode "could not test" is a failure with this mark
 
 
 def _say(line: str) -> None:
@@ -165,36 +164,6 @@ def plan(minors: Sequence[str], providers: Sequence[str], behaviors: Sequence[st
 
 
 # --- a run's results ---------------------------------------------------------------------------
-
-def _nodeid(classname: str, name: str) -> str:
-    """pytest's node id back from JUnit's classname ("e2e.test_x" or "e2e.test_x.TestY") and name."""
-    parts = classname.split(".")
-    module = next((i for i, p in enumerate(parts) if p.startswith("test_")), len(parts) - 1)
-    return "/".join(parts[:module + 1]) + ".py" + "".join(f"::{p}" for p in parts[module + 1:]) + f"::{name}"
-
-
-def read_junit(junit: Path) -> list[tuple[object, bool]]:
-    """Every test of a run as (e2e.verdict.Result, marked): its behavior from the property its node
-    fixture records, its outcome, its skip reason; ``marked`` when it failed as gate mode's
-    "could not test" (e2e/gate.py). Tests without a behavior (none in e2e/) are left out."""
-    from e2e import verdict
-
-    found = []
-    for case in inputs.read_junit(junit, "the run's JUnit report").cases:
-        behavior = next(iter(case.values(verdict.BEHAVIOR_PROPERTY)), "")
-        if not behavior:
-            continue
-        nodeid = _nodeid(case.classname, case.name)
-        bad = case.failure or case.error
-        if bad is not None:
-            text = bad.text.lstrip() + " " + bad.message
-            found.append((verdict.Result(nodeid, behavior, "failed"), GATE_MARK in text))
-        elif case.skipped is not None:
-            found.append((verdict.Result(nodeid, behavior, "skipped", case.skipped.message), False))
-        else:
-            found.append((verdict.Result(nodeid, behavior, "passed"), False))
-    return found
-
 
 _SECTION = re.compile(r"^## (?P<behavior>\w+)\n\n(?P<what>Node|Not covered): (?P<text>.*)$", re.M)
 _KUBELET = re.compile(r"\bkubelet (?P<version>[^\s,]+),")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import matrix
-from bench.cells import COULD_NOT_RUN, PASSED, Cell
+from bench.cells import COULD_NOT_RUN, PASSED, Cell, nodeid_of
 from clusters import cli, versions
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP
 from e2e import report, verdict
@@ -372,8 +372,8 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
 
 
 def test_node_ids_come_back_from_junit_classnames() -> None:
-    assert matrix._nodeid("e2e.test_x", "test_a[NoSwap]") == "e2e/test_x.py::test_a[NoSwap]"  # noqa: SLF001
-    assert matrix._nodeid("e2e.test_x.TestY", "test_a") == "e2e/test_x.py::TestY::test_a"  # noqa: SLF001
+    assert nodeid_of("e2e.test_x", "test_a[NoSwap]") == "e2e/test_x.py::test_a[NoSwap]"
+    assert nodeid_of("e2e.test_x.TestY", "test_a") == "e2e/test_x.py::TestY::test_a"
 
 
 def test_the_kubelet_version_comes_from_the_report_s_node_line(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench import cells
 from bench import mutants as model
 from bench.mutants import blind, docs, releases, standing
 from clusters import cli, commands, inputs, pidlock
@@ -355,26 +356,30 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     return o
 
 
-def _blind(a: argparse.Namespace, mutants: list[model.Mutant], suite: str, keep: Path, runs: Path,
-           shared: SharedVm) -> int:
+def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable], suite: str, keep: Path,
+           runs: Path, shared: SharedVm) -> int:
     """Each group's build on the suite without the group's own tests (bench/mutants/blind.py),
-    kept while the suite, the patches and that selection are unchanged."""
-    applies = blind.applies_on(a.release, vbuild.go_env())
-    groups = blind.groups(mutants, applies)
+    kept while the suite, the patches and that selection are unchanged. Exit 1 unless every
+    group survived."""
+    mutants = [f for f in forms if isinstance(f, model.Mutant)]
+    done: list[tuple[list[model.Mutant] | str, model.Outcome]] = [
+        (f.name, model.Outcome(f.name, a.release, model.NOT_APPLICABLE, detail=f.reason))
+        for f in forms if isinstance(f, releases.NotApplicable) and f.name in blind.OWN_TESTS]
+    groups = blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env()))
     _say(f"blind: {len(groups)} build(s) for {sum(map(len, groups))} mutant(s) with tests of their own")
-    done: list[tuple[list[model.Mutant], model.Outcome]] = []
     for i, group in enumerate(groups, 1):
         name = f"blind-{blind.key(group)}"
-        selection, label = blind.selection(group, a.k)
+        selection, label = blind.selection(group, a.k, a.pytest_args)
         kept = keep / f"{name}-{a.release}-{a.provider}.json"
         o = None if a.rerun else standing.read(kept, _say)
-        if o is not None and o.suite == suite and o.verdict != model.NOT_RUN and o.selection.startswith(label):
+        if o is not None and o.suite == suite and o.verdict != model.NOT_RUN and o.selection == label:
             _say(f"[{i}/{len(groups)}] {name}: kept result ({o.verdict}), suite {suite} unchanged")
         else:
             _say(f"[{i}/{len(groups)}] {name}: {', '.join(m.name for m in group)} together, on {label}")
+            out_dir = runs / f"{name}-{a.release}-{a.provider}"
             o = run_one(name, blind.patches_of(group), blind.behaviors(group), selection, label, a.provider,
-                        runs / f"{name}-{a.release}-{a.provider}", a.pytest_args, None, state_dir=shared.state_dir,
-                        release=a.release)
+                        out_dir, a.pytest_args, None, state_dir=shared.state_dir, release=a.release)
+            o = blind.judged(o, _refused_skips(out_dir / "junit.xml"))
             o.suite = suite
             kept.write_text(o.to_json())
         done.append((group, o))
@@ -382,7 +387,23 @@ def _blind(a: argparse.Namespace, mutants: list[model.Mutant], suite: str, keep:
     table = blind.table(done, dt.date.today().isoformat(), a.release)
     (a.results_dir / "blind.md").write_text(table)
     print(table, end="")
-    return cli.Exit.OK if all(o.verdict == model.SURVIVED for _, o in done) else cli.Exit.FAILED
+    ran = [o for _, o in done if o.verdict != model.NOT_APPLICABLE]
+    return cli.Exit.OK if all(o.verdict == model.SURVIVED for o in ran) else cli.Exit.FAILED
+
+
+def _refused_skips(junit: Path) -> list[str]:
+    """The run's skips the release gate would not accept (e2e/verdict.py accepted_skip), read as
+    the version matrix reads a cell's."""
+    from e2e import verdict
+
+    if not junit.is_file():
+        return []
+    try:
+        tests = cells.read_junit(junit)
+    except inputs.UsageError:
+        return []  # a report cut short: judge() already said the run could not test
+    return sorted({f"{r.nodeid}: {r.reason}" for r, _ in tests if r.outcome == "skipped"
+                   and not verdict.accepted_skip(r.behavior, r.module, r.reason, r.function)})
 
 
 def parser() -> cli.Parser:
@@ -450,6 +471,11 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant | releases.NotApplicabl
         if not os.environ.get("DOCKER_HOST"):
             raise cli.NotReady("--provider kind needs the kind host's DOCKER_HOST:"
                                " eval \"$(python -m clusters.vm kind-host up)\"")
+    if a.blind:
+        given = [f for f, v in (("--docs", a.docs), ("--fresh-vm", a.fresh_vm)) if v]
+        if given:
+            raise cli.UsageError(f"{given[0]} is not for --blind (each group boots a VM of its own build, and its"
+                                 f" table goes to <results-dir>/blind.md): drop {given[0]}")
     a.release = a.k8s_version or _release()
     given = f"--k8s-version {a.release}" if a.k8s_version else f"KSC_MUTANTS_RELEASE={a.release}"
     refused = versions.out_of_range(given, a.release)
@@ -501,8 +527,8 @@ def _main(a: argparse.Namespace) -> int:
     forms = _checked(a)
     if not forms and not a.baseline_only:
         raise cli.UsageError(f"--patches {a.patches}: no *.patch in it")
-    if a.blind and not any(isinstance(f, model.Mutant) and f.name in blind.NEW_TESTS for f in forms):
-        raise cli.UsageError("--blind: none of these mutants has tests of its own (bench/mutants/blind.py NEW_TESTS)")
+    if a.blind and not any(f.name in blind.OWN_TESTS for f in forms):
+        raise cli.UsageError("--blind: none of these mutants has tests of its own (bench/mutants/blind.py OWN_TESTS)")
     shared = SharedVm(a.state_dir, a.release)
     refused = claim(shared.state_dir) if a.provider == "vm" else None
     if refused:
@@ -529,7 +555,7 @@ def _main(a: argparse.Namespace) -> int:
     # mutant at all (--baseline-only on an empty directory): the release's baseline alone.
     if a.blind:
         try:
-            return _blind(a, [m for _, m in runnable], suite, keep, runs, shared)
+            return _blind(a, forms, suite, keep, runs, shared)
         finally:
             if a.provider == "vm":
                 shared.down()
