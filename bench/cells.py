@@ -102,9 +102,14 @@ def nodeid_of(classname: str, name: str) -> str:
 
 def read_junit(junit: Path) -> list[tuple[object, bool]]:
     """Every test of a run as (e2e.verdict.Result, marked): its behavior from the property its node
-    fixture records, its outcome, its skip reason; ``marked`` when it failed as gate mode's
-    "could not test" (e2e/gate.py). Tests without a behavior (none in e2e/) are left out."""
+    fixture records, its outcome, its skip reason; ``marked`` when it could not test: it failed
+    as gate mode's "could not test" (e2e/gate.py), or its setup or teardown lost the API server
+    (the test never reached the node's verdict). Tests without a behavior (none in e2e/) are left
+    out."""
     from e2e import verdict
+    # The suite's own words for a lost connection; imported, not renamed public: e2e/'s code is
+    # the suite's version (bench/mutants suite_hash), and a rename would re-key every kept result.
+    from e2e.observe import _CONNECTION_LOST as LOST
 
     found = []
     for case in inputs.read_junit(junit, "the run's JUnit report").cases:
@@ -115,7 +120,8 @@ def read_junit(junit: Path) -> list[tuple[object, bool]]:
         bad = case.failure or case.error
         if bad is not None:
             text = bad.text.lstrip() + " " + bad.message
-            found.append((verdict.Result(nodeid, behavior, "failed"), GATE_MARK in text))
+            lost = case.error is not None and any(marker in text for marker in LOST)
+            found.append((verdict.Result(nodeid, behavior, "failed"), GATE_MARK in text or lost))
         elif case.skipped is not None:
             found.append((verdict.Result(nodeid, behavior, "skipped", case.skipped.message), False))
         else:

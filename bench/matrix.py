@@ -376,8 +376,8 @@ def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
         " `SUPPORTED` in `clusters/versions.py`) × swap behavior × provider, as `python -m bench.matrix`"
         " last ran it. One run of the suite covers a minor × provider's behaviors together: its wall time"
         " is theirs. *skipped*: skips the gate accepts (a node older than a test needs); *could not"
-        " test*: skips it does not accept and gate-mode \"could not test\" failures. *build*: the kubelet"
-        " version the node reported." + (f" The cells: `{kept_in}`." if kept_in else ""),
+        " test*: skips it does not accept, gate-mode \"could not test\" failures, and setup errors that lost"
+        " the API server. *build*: the kubelet version the node reported." + (f" The cells: `{kept_in}`." if kept_in else ""),
         "",
         "| minor | provider | behavior | passed | failed | skipped | could not test | gate | wall time | build | date |",
         "|---|---|---|---|---|---|---|---|---|---|---|",

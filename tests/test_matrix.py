@@ -336,7 +336,8 @@ def test_cells_are_judged_by_the_gate_s_rules(tmp_path: Path) -> None:
 
 def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> None:
     """A real pytest run of tests that fail as the gate's "could not test" in setup and in the
-    test, skip with the node fixture's reason, and fail: the reader's view of its JUnit XML."""
+    test, skip with the node fixture's reason, fail, and lose the API server: the reader's view of
+    its JUnit XML."""
     e2e = tmp_path / "e2e"
     e2e.mkdir()
     (e2e / "test_resize.py").write_text(
@@ -356,7 +357,19 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
         "    assert 1 == 2\n\n"
         "def test_pass(request):\n"
-        "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n")
+        "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n\n"
+        # the API server lost: a real refused connection through urllib3, in setup and in the test
+        "def _lost():\n"
+        "    import urllib3\n"
+        "    urllib3.PoolManager(retries=urllib3.Retry(0)).request('GET', 'http://127.0.0.1:9/api/v1/nodes')\n\n"
+        "@pytest.fixture\n"
+        "def api(request):\n"
+        "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
+        "    _lost()\n\n"
+        "def test_api_lost_in_setup(api):\n    pass\n\n"
+        "def test_api_lost_in_the_test(request):\n"
+        "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
+        "    _lost()\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={tmp_path / 'j.xml'}",
                     "e2e"], cwd=tmp_path, capture_output=True, timeout=120)
@@ -367,6 +380,9 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         "e2e/test_resize.py::test_skip": ("LimitedSwap", "skipped", "needs kubelet >= 1.35; node n runs v1.34.1", False),
         "e2e/test_resize.py::test_assert": ("LimitedSwap", "failed", "", False),
         "e2e/test_resize.py::test_pass": ("LimitedSwap", "passed", "", False),
+        # never reached the node's verdict: could not test; in the test itself it stays a failure
+        "e2e/test_resize.py::test_api_lost_in_setup": ("LimitedSwap", "failed", "", True),
+        "e2e/test_resize.py::test_api_lost_in_the_test": ("LimitedSwap", "failed", "", False),
     }
     assert {r.module for r, _ in matrix.read_junit(tmp_path / "j.xml")} == {"test_resize"}
 
