@@ -33,6 +33,7 @@ from clusters.behaviors import ALL_BEHAVIORS
 from clusters.vm import k8s_source
 
 from . import CAUGHT, NOT_APPLICABLE, NOT_RUN, SURVIVED, Mutant, Outcome
+from .standing import BOTH
 
 Applies = Callable[[Sequence[Path]], bool]
 
@@ -131,7 +132,7 @@ def selection(group: Sequence[Mutant], k: str | None = None, extra: Sequence[str
 
 def behaviors(group: Sequence[Mutant]) -> str:
     """Every behavior a member runs on: the suite is blind to a mutant only where it looked."""
-    named = {b.strip() for m in group for b in (m.behaviors or "NoSwap,LimitedSwap").split(",")}
+    named = {b.strip() for m in group for b in (m.behaviors or BOTH).split(",")}
     return ",".join(sorted(named, key=lambda b: (ALL_BEHAVIORS + (b,)).index(b)))
 
 
