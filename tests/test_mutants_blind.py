@@ -115,7 +115,7 @@ def test_the_run_deselects_each_own_test_once_within_the_benchs_k_and_names_its_
     assert blind.behaviors(_fake(["wcs-accepted-without-its-gate"])) == "WorkloadControlledSwap"
 
 
-def test_a_run_survived_only_with_pytests_exit_0_and_no_skip_the_gate_refuses() -> None:
+def test_a_run_survived_or_was_seen_only_where_it_reached_the_nodes_verdict() -> None:
     def run(exit_code: int) -> model.Outcome:
         return model.Outcome("blind-x", "b", model.SURVIVED, passed=3, exit_code=exit_code)
 
@@ -123,8 +123,13 @@ def test_a_run_survived_only_with_pytests_exit_0_and_no_skip_the_gate_refuses() 
     assert blind.judged(run(2), []).verdict == model.NOT_RUN  # interrupted: the report holds what ran
     refused = blind.judged(run(0), ["e2e/test_a.py::test_a[NoSwap]: cannot read memory.swap.max"])
     assert refused.verdict == model.NOT_RUN and "cannot read memory.swap.max" in refused.detail
-    caught = model.Outcome("blind-x", "b", model.CAUGHT, failed=["t"], exit_code=1)
-    assert blind.judged(caught, []).verdict == model.CAUGHT
+    def caught() -> model.Outcome:
+        return model.Outcome("blind-x", "b", model.CAUGHT, failed=["t[NoSwap]"], errors=["u[NoSwap]"], exit_code=1)
+
+    assert blind.judged(caught(), []).verdict == model.CAUGHT
+    assert blind.judged(caught(), [], frozenset({"u[NoSwap]"})).verdict == model.CAUGHT  # t still saw one
+    lost = blind.judged(caught(), [], frozenset({"t[NoSwap]", "u[NoSwap]"}))
+    assert lost.verdict == model.NOT_RUN and "lost the API server" in lost.detail
 
 
 @pytest.mark.parametrize(("verdict", "says"), [(model.SURVIVED, "blind before"), (model.CAUGHT, "seen by a remaining"),

@@ -379,7 +379,7 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
             out_dir = runs / f"{name}-{a.release}-{a.provider}"
             o = run_one(name, blind.patches_of(group), blind.behaviors(group), selection, label, a.provider,
                         out_dir, a.pytest_args, None, state_dir=shared.state_dir, release=a.release)
-            o = blind.judged(o, _refused_skips(out_dir / "junit.xml"))
+            o = blind.judged(o, *_could_not_test(out_dir / "junit.xml"))
             o.suite = suite
             kept.write_text(o.to_json())
         done.append((group, o))
@@ -391,19 +391,21 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
     return cli.Exit.OK if all(o.verdict == model.SURVIVED for o in ran) else cli.Exit.FAILED
 
 
-def _refused_skips(junit: Path) -> list[str]:
-    """The run's skips the release gate would not accept (e2e/verdict.py accepted_skip), read as
-    the version matrix reads a cell's."""
+def _could_not_test(junit: Path) -> tuple[list[str], frozenset[str]]:
+    """What the run could not test, read as the version matrix reads a cell's (bench/cells.py):
+    the skips the release gate would not accept (e2e/verdict.py accepted_skip), and the tests
+    whose failure never reached the node's verdict, by their names in the report."""
     from e2e import verdict
 
     if not junit.is_file():
-        return []
+        return [], frozenset()
     try:
         tests = cells.read_junit(junit)
     except inputs.UsageError:
-        return []  # a report cut short: judge() already said the run could not test
-    return sorted({f"{r.nodeid}: {r.reason}" for r, _ in tests if r.outcome == "skipped"
-                   and not verdict.accepted_skip(r.behavior, r.module, r.reason, r.function)})
+        return [], frozenset()  # a report cut short: judge() already said the run could not test
+    refused = sorted({f"{r.nodeid}: {r.reason}" for r, _ in tests if r.outcome == "skipped"
+                      and not verdict.accepted_skip(r.behavior, r.module, r.reason, r.function)})
+    return refused, frozenset(r.nodeid.rsplit("::", 1)[-1] for r, marked in tests if marked)
 
 
 def parser() -> cli.Parser:

@@ -167,11 +167,17 @@ def applies_on(release: str, env: dict[str, str], find_module=k8s_source.module_
     return applies
 
 
-def judged(o: Outcome, refused_skips: Sequence[str]) -> Outcome:
+def judged(o: Outcome, refused_skips: Sequence[str], unjudged: frozenset[str] = frozenset()) -> Outcome:
     """A group survived only if pytest said so too (exit 0: not interrupted, no internal error)
     and it skipped nothing the release gate would not accept (``refused_skips``): a test that
-    could not run would otherwise count as one the mutants got past."""
-    if o.verdict == SURVIVED and (o.exit_code != 0 or refused_skips):
+    could not run would otherwise count as one the mutants got past. Likewise a failure that
+    never reached the node's verdict (``unjudged``: a setup that lost the API server) is no sight
+    of a mutant: a run whose every failure is one could not test."""
+    seen = [t for t in o.failed + o.errors if t not in unjudged]
+    if o.verdict == CAUGHT and not seen:
+        o.verdict = NOT_RUN
+        o.detail = f"every failure lost the API server before the node's verdict: {', '.join(sorted(unjudged))}"[:300]
+    elif o.verdict == SURVIVED and (o.exit_code != 0 or refused_skips):
         o.verdict = NOT_RUN
         o.detail = (f"pytest exit {o.exit_code}" if o.exit_code != 0 else
                     f"skipped where the gate does not accept it: {'; '.join(refused_skips)}")[:300]
