@@ -8,7 +8,11 @@ accepts and never answers, as QEMU's socket does for a stopped guest) and ``-pid
 
 ``FAKE_QEMU_MODE`` says what the "guest" does:
 
-* ``boots``: the run state is ``running`` and a console line appears after 0.2 s.
+* ``boots``: the run state is ``running``; after 0.2 s the console shows the firmware's banner, or
+  with ``-kernel`` the kernel's boot to its root-mount panic (qemu.KERNEL_BOOTED).
+* ``decompressor-hang``: ``running``; the firmware's banner, or with ``-kernel`` only the real-mode
+  setup's line (``Probing EDD``), never the kernel proper: a KVM seen here that runs the firmware
+  and hangs in the kernel's decompressor.
 * ``internal-error``: QEMU's KVM error text on stderr, run state ``internal-error``, no console.
 * ``line-then-internal-error``: the same stop, with a console line (never seen while running).
 * ``abort``: the MSR error on stderr, then SIGABRT (QEMU's assertion), before any QMP.
@@ -40,6 +44,10 @@ qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69
 qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: Assertion `ret == cpu->kvm_msr_buf->nmsrs' failed.
 """
 CONSOLE_LINE = "Linux version 6.12.0-fake (fake@qemu) #1 SMP PREEMPT_DYNAMIC\n"
+FIRMWARE_LINE = "SeaBIOS (version 1.16.2-debian-1.16.2-1)\n"
+SETUP_LINE = "Probing EDD (edd=off to disable)... ok\n"
+KERNEL_BOOT = (SETUP_LINE + "[    0.000000] " + CONSOLE_LINE
+               + "[    1.200000] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n")
 
 
 def wrapper(directory: Path, name: str = "qemu-system-x86_64") -> Path:
@@ -69,6 +77,7 @@ class Fake:
         self.agents = [_path(spec) for spec in _option(argv, "-chardev") if spec.startswith("socket,")]
         self.qmp = [spec[len("unix:"):].split(",")[0] for spec in _option(argv, "-qmp")]
         self.quit = threading.Event()
+        self.kernel = bool(_option(argv, "-kernel"))
 
     def run_state(self) -> str:
         if self.status_file and os.path.exists(self.status_file):
@@ -144,9 +153,12 @@ class Fake:
             self.serve_qmp(path)
         for path in self.agents:
             self.serve_silent(path)
-        if self.mode == "boots":
+        if self.mode in ("boots", "decompressor-hang"):
             time.sleep(0.2)
-            self.console(CONSOLE_LINE)
+            if not self.kernel:
+                self.console(FIRMWARE_LINE)
+            else:
+                self.console(KERNEL_BOOT if self.mode == "boots" else SETUP_LINE)
         self.quit.wait(600)
         return 0
 

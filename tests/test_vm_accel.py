@@ -1,6 +1,7 @@
 """The accelerator probe and the watch on a running guest (clusters/vm/qemu.py, guest.py).
 
-KVM counts only when a guest runs under it to its first console line; a KVM that stops the
+KVM counts only when the guest's kernel boots under it to its root mount (the firmware's banner
+is an estimate for the checks before a build, never what a boot runs under); a KVM that stops the
 guest is TCG with QEMU's own reason, or, when KSC_VM_ACCEL=kvm forces it, exit 3 before
 anything is built. Every wait on a guest fails within seconds when QEMU stopped the guest or
 is gone, with its console and log. All of it against tests/fake_qemu.py (no guest is booted),
@@ -61,13 +62,55 @@ def gone(pid: int) -> bool:
 
 # --- the probe's verdict --------------------------------------------------------------------
 
-def test_a_guest_that_prints_its_first_console_line_proves_kvm(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_firmware_that_prints_its_banner_is_only_an_estimate(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mode(monkeypatch, "boots")
     probe = qemu.probe_kvm(timeout=20)
-    assert probe.ok, probe
-    assert probe.reason.startswith("KVM ran a guest (firmware) to its first console line in "), probe
+    assert probe.ok and probe.kernel is None, probe
+    assert probe.reason.startswith("KVM ran the firmware to its first console line in "), probe
+    assert probe.reason.endswith(" s (no guest kernel to boot yet)"), probe
     assert probe.seconds < 15
     assert gone(json.loads(fake.read_text())["pid"]), "the probe left its QEMU running"
+
+
+def test_a_kernel_that_boots_to_its_root_mount_proves_kvm(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    mode(monkeypatch, "boots")
+    probe = qemu.probe_kvm(kernel=tmp_path / "vmlinuz", timeout=20)
+    assert (probe.ok, probe.kernel) == (True, str(tmp_path / "vmlinuz")), probe
+    assert probe.reason.startswith("KVM booted the guest's kernel (vmlinuz) to its root mount in "), probe
+    assert gone(json.loads(fake.read_text())["pid"]), "the probe left its QEMU running"
+
+
+def test_a_kernel_that_hangs_in_its_decompressor_is_refused_with_its_last_line(
+        fake: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The firmware and the real-mode setup print under such a KVM; the kernel proper never does."""
+    mode(monkeypatch, "decompressor-hang")
+    assert qemu.probe_kvm(timeout=20).ok, "the firmware runs under this KVM"
+    probe = qemu.probe_kvm(kernel=tmp_path / "vmlinuz", timeout=3)
+    assert (probe.ok, probe.kernel) == (False, None), probe
+    assert probe.reason == ("KVM runs no guest: the kernel (vmlinuz) stopped short of its root mount, its last line"
+                            " 'Probing EDD (edd=off to disable)... ok' within 3 s (run state: running)"), probe
+    assert gone(json.loads(fake.read_text())["pid"]), "the probe left its QEMU running"
+
+
+def test_a_guest_boots_under_what_its_own_kernel_proved(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """A KVM that ran the firmware before the build (no kernel yet) is re-probed with the kernel
+    that boots: one that hangs in the decompressor boots the guest under TCG."""
+    mode(monkeypatch, "decompressor-hang")
+    estimate = qemu.choose_accel()
+    assert (estimate.name, estimate.kernel) == ("kvm", None), estimate
+    monkeypatch.setattr(qemu, "PROBE_TIMEOUT", 3.0)
+    paths = qemu.VmPaths(tmp_path / "state")
+    try:
+        qemu.start_qemu(paths, disk=tmp_path / "disk.raw", kernel=tmp_path / "vmlinuz", initrd=tmp_path / "initrd.img",
+                        memory_mb=64, cpus=1, swap_mb=0, use_overlay=False, accel=estimate)
+        argv = json.loads(fake.read_text())["argv"]
+    finally:
+        qemu.stop_qemu(paths, timeout=5)
+    assert argv[argv.index("-accel") + 1].startswith("tcg,"), argv
+    assert qemu.choose_accel(tmp_path / "vmlinuz").reason.startswith(
+        "KVM runs no guest: the kernel (vmlinuz) stopped short of its root mount"), "the boot did not probe its kernel"
 
 
 def test_kvm_that_stops_the_guest_is_refused_with_qemus_own_line(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,7 +151,7 @@ def test_the_probe_guest_is_a_kernel_on_the_serial_port_or_the_firmware_on_its_d
         fake: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kernel: str | None) -> None:
     mode(monkeypatch, "boots")
     probe = qemu.probe_kvm(kernel=tmp_path / kernel if kernel else None, timeout=20)
-    assert probe.ok and f"({'kernel' if kernel else 'firmware'})" in probe.reason, probe
+    assert probe.ok and probe.kernel == (str(tmp_path / kernel) if kernel else None), probe
     argv = json.loads(fake.read_text())["argv"]
     assert argv[:4] == ["-accel", "kvm", "-cpu", "host"] and "-no-reboot" in argv and "-drive" not in argv
     if kernel:
@@ -129,7 +172,9 @@ def test_kvm_that_stops_the_guest_means_tcg_with_the_reason(fake: Path, monkeypa
 def test_kvm_that_runs_the_guest_is_used(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mode(monkeypatch, "boots")
     accel = qemu.choose_accel()
-    assert accel.name == "kvm" and accel.reason.startswith("KVM ran a guest"), accel
+    assert accel.name == "kvm" and accel.reason.startswith("KVM ran the firmware"), accel
+    booted = qemu.choose_accel(fake.parent / "vmlinuz")
+    assert (booted.name, booted.kernel) == ("kvm", str(fake.parent / "vmlinuz")), booted
 
 
 def test_forced_kvm_that_fails_the_probe_is_not_ready_at_once(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,7 +193,7 @@ def test_forced_kvm_that_passes_the_probe(fake: Path, monkeypatch: pytest.Monkey
     mode(monkeypatch, "boots")
     monkeypatch.setenv("KSC_VM_ACCEL", "kvm")
     accel = qemu.choose_accel()
-    assert accel.name == "kvm" and accel.reason.startswith("forced by KSC_VM_ACCEL=kvm; KVM ran a guest"), accel
+    assert accel.name == "kvm" and accel.reason.startswith("forced by KSC_VM_ACCEL=kvm; KVM ran the firmware"), accel
 
 
 def test_forced_tcg_does_not_probe(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -404,37 +449,48 @@ def _real_kvm_skip() -> str:
 
 
 @pytest.mark.skipif(bool(_real_kvm_skip()), reason=_real_kvm_skip() or "-")
-def test_the_probe_agrees_with_qemu_running_a_guest_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The probe against the real QEMU and /dev/kvm, within a minute, and an independent
-    reading: QEMU runs its firmware under KVM for 3 s without QMP or a console; a KVM that
-    cannot run the guest kills QEMU or makes it complain on stderr in that time."""
+def test_the_probe_agrees_with_qemu_booting_the_guests_kernel_here(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe against the real QEMU and /dev/kvm, within a minute, with a guest kernel of this
+    machine's cache, and an independent reading: QEMU alone boots that kernel under KVM, its
+    console in a file, for up to PROBE_TIMEOUT; a KVM that runs it gets to the root-mount panic,
+    one that cannot kills QEMU, complains on stderr, or leaves the console short of it."""
+    kernel = qemu.probe_kernel()  # the user's cache: a guest kernel is only read, nothing is written there
+    if kernel is None:
+        pytest.skip("no guest kernel on this machine to boot (`python -m clusters.vm build` caches one)")
     monkeypatch.delenv("KSC_VM_ACCEL", raising=False)
-    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))  # neither read nor write the user's cache
+    monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path / "cache"))  # neither read nor write the user's probe cache
     qemu.choose_accel.cache_clear()
     t0 = time.monotonic()
     try:
-        accel = qemu.choose_accel()
+        accel = qemu.choose_accel(kernel)
     finally:
         qemu.choose_accel.cache_clear()
     took = time.monotonic() - t0
     assert took < 60, f"the probe took {took:.0f} s"
+    console = tmp_path / "console"
+    argv = ["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "256", "-nodefaults",
+            "-display", "none", "-no-reboot", "-kernel", str(kernel), "-serial", f"file:{console}",
+            "-append", "console=ttyS0 panic=-1"]  # panic=-1: QEMU exits once the kernel booted
     try:
-        direct = subprocess.run(["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "256",
-                                 "-nodefaults", "-display", "none", "-no-reboot"], stdin=subprocess.DEVNULL,
-                                capture_output=True, text=True, timeout=3, check=False)
-        complaint = qemu.qemu_complaint(direct.stderr) or f"exit {direct.returncode}"
+        direct = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                timeout=qemu.PROBE_TIMEOUT, check=False)
+        stderr = direct.stderr
     except subprocess.TimeoutExpired as ran:
         stderr = ran.stderr.decode(errors="replace") if isinstance(ran.stderr, bytes) else (ran.stderr or "")
-        complaint = qemu.qemu_complaint(stderr)
-    print(f"probe: {accel} in {took:.1f} s; QEMU alone: {complaint or 'ran quietly'}")
-    if complaint:
+    booted = qemu.KERNEL_BOOTED in console.read_text(errors="replace") if console.exists() else False
+    complaint = qemu.qemu_complaint(stderr)
+    print(f"probe: {accel} in {took:.1f} s; QEMU alone: {'booted' if booted else 'did not boot'} {kernel}"
+          f"{f' ({complaint})' if complaint else ''}")
+    if booted and not complaint:
+        assert (accel.name, accel.kernel) == ("kvm", str(kernel)), accel
+        assert accel.reason.startswith("KVM booted the guest's kernel"), accel
+    else:
         assert accel.name == "tcg", (accel, complaint)
         assert accel.reason.startswith(("KVM stops the guest: ", "KVM runs no guest: ")), accel
         assert accel.reason.endswith(": software emulation")
-        if not complaint.startswith("exit "):
+        if complaint:
             assert complaint in accel.reason, (accel, complaint)
-    else:
-        assert accel.name == "kvm" and accel.reason.startswith("KVM ran a guest"), accel
 
 
 # --- one emulated guest at a time ----------------------------------------------------------

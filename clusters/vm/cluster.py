@@ -204,6 +204,7 @@ class VmCluster(Guest[VmState]):
         accel = qemu.choose_accel()
         qemu.ensure_alone(self.paths, accel)
         img = self.prepare()
+        accel = qemu.choose_accel(img.kernel)  # the kernel that boots decides (qemu.KERNEL_BOOTED)
         port = qemu.free_loopback_port()
         started = False
         try:

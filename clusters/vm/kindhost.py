@@ -222,6 +222,7 @@ class KindHost(Guest[KindHostState]):
         accel = qemu.choose_accel()  # first: a forced KVM that runs no guest fails here (see VmCluster._up)
         qemu.ensure_alone(self.paths, accel)
         img = self.prepare()
+        accel = qemu.choose_accel(img.kernel)  # the kernel that boots decides (qemu.KERNEL_BOOTED)
         docker_port = qemu.free_loopback_port()
         api_ports = {name: qemu.free_loopback_port() for name in cluster_names()}
         forwards = [(docker_port, DOCKER_PORT), *((p, p) for p in api_ports.values())]

@@ -67,6 +67,9 @@ class Accel:
 
     name: str  # "kvm" or "tcg"
     reason: str
+    # The guest kernel a KVM choice was proven on, None where no kernel ran (the firmware alone:
+    # an estimate for the checks before a build, never what a boot runs under; see start_qemu).
+    kernel: str | None = None
 
     def argv(self) -> list[str]:
         if self.name == "kvm":
@@ -185,10 +188,16 @@ def qemu_complaint(log: str) -> str:
 # A working /dev/kvm is not shown by QEMU creating a KVM machine: on one host QEMU aborts as
 # soon as a vCPU's registers are written ("failed to set MSR 0x10a"), on another the machine
 # is created, quits cleanly while paused, and then stops at the guest's first instructions
-# ("KVM internal error. Suberror: 1", emulation failure). So the probe runs a guest until it
-# prints its first console line, and watches the run state while it waits.
-PROBE_TIMEOUT = 30.0  # a KVM guest prints its first line in well under a second
-PROBE_VERSION = "1"  # part of the on-disk cache key: bump when the probe changes
+# ("KVM internal error. Suberror: 1", emulation failure), and on a third the firmware and the
+# kernel's real-mode setup run (its "Probing EDD ... ok" line) and the decompressor then hangs
+# for good, still "running". So a console line proves only the code that printed it: KVM counts
+# when the guest's own kernel got to the end of its boot, and the firmware alone is an estimate
+# (decision 0028).
+PROBE_TIMEOUT = 30.0  # under KVM a kernel reaches its root mount in a few seconds (TCG: ~15 s)
+PROBE_VERSION = "2"  # part of the on-disk cache key: bump when the probe changes
+# With no disk and no initrd a kernel that booted panics for want of a root file system: the
+# last thing its boot does, long after the decompressor, the switch to long mode and SMP/timer set-up.
+KERNEL_BOOTED = "VFS: Unable to mount root fs"
 
 
 @dataclass(frozen=True)
@@ -199,6 +208,7 @@ class Probe:
     ok: bool
     reason: str
     seconds: float = 0.0
+    kernel: str | None = None  # the kernel that ran, None: the firmware alone (or nothing ran)
 
 
 def probe_kernel() -> Path | None:
@@ -214,16 +224,17 @@ def probe_kernel() -> Path | None:
     return None
 
 
-def probe_kvm(qemu: str | None = None, *, kernel: Path | None = None, timeout: float = PROBE_TIMEOUT) -> Probe:
-    """Boot a minimal guest under ``-accel kvm -cpu host`` and wait for its first console line.
+def probe_kvm(qemu: str | None = None, *, kernel: Path | None = None, timeout: float | None = None) -> Probe:
+    """Boot a minimal guest under ``-accel kvm -cpu host`` and wait until it proves KVM.
 
-    With ``kernel``: that kernel, no disk and no initrd, its console on the serial port
-    (``earlyprintk`` prints "Linux version ..." first). Without: QEMU's firmware alone, whose
-    SeaBIOS prints its banner on the debug port 0x402. Either way the guest has run real code
-    through KVM. ``panic=0`` keeps a kernel that panics later (no root disk) halted and
-    running rather than gone, so the verdict cannot race it. The QEMU process is always ended
-    before this returns."""
+    With ``kernel``: that kernel, no disk and no initrd, its console on the serial port; it
+    proves KVM when it gets to the end of its boot (KERNEL_BOOTED), a line before that does not.
+    ``panic=0`` keeps the kernel halted and running after that panic rather than gone, so the
+    verdict cannot race it. Without: QEMU's firmware alone, whose SeaBIOS prints its banner on
+    the debug port 0x402; that proves only the firmware (``Probe.kernel`` None). The QEMU process
+    is always ended before this returns."""
     qemu = qemu or QEMU
+    timeout = PROBE_TIMEOUT if timeout is None else timeout
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ksc-kvm-probe-") as tmp:
         console, qmp, log = Path(tmp) / "console", Path(tmp) / "qmp.sock", Path(tmp) / "qemu.log"
@@ -242,14 +253,14 @@ def probe_kvm(qemu: str | None = None, *, kernel: Path | None = None, timeout: f
             except OSError as error:
                 return Probe(False, f"KVM probe: {qemu} does not start ({error.strerror or error})")
         try:
-            return _watch_probe(proc, console, qmp, log, t0, timeout, "kernel" if kernel else "firmware")
+            return _watch_probe(proc, console, qmp, log, t0, timeout, kernel)
         finally:
             proc.kill()
             proc.wait()
 
 
 def _watch_probe(proc: subprocess.Popen, console: Path, qmp_path: Path, log: Path, t0: float, timeout: float,
-                 guest: str) -> Probe:
+                 kernel: Path | None) -> Probe:
     def stopped(what: str) -> Probe:
         complaint = qemu_complaint(log.read_text(errors="replace"))
         return Probe(False, f"KVM stops the guest: {what}{f' ({complaint})' if complaint else ''}",
@@ -275,12 +286,23 @@ def _watch_probe(proc: subprocess.Popen, console: Path, qmp_path: Path, log: Pat
                     qmp, status = None, None
             if status in STOPPED_STATES:
                 return stopped(str(status))
-            line = _first_line(console)
-            if line and status == "running":
+            lines = _console_lines(console)
+            proven = any(KERNEL_BOOTED in line for line in lines) if kernel else bool(lines)
+            if proven and status == "running":
                 took = time.monotonic() - t0
-                return Probe(True, f"KVM ran a guest ({guest}) to its first console line in {took:.1f} s", took)
+                if kernel is None:
+                    return Probe(True, f"KVM ran the firmware to its first console line in {took:.1f} s (no"
+                                       " guest kernel to boot yet)", took)
+                return Probe(True, f"KVM booted the guest's kernel ({kernel.name}) to its root mount in {took:.1f} s",
+                             took, str(kernel))
             if time.monotonic() - t0 > timeout:
-                seen = f"its console printed {line!r} but QMP never said running" if line else "no console output"
+                if proven:
+                    seen = "the guest got there but QMP never said running"
+                elif lines:
+                    seen = f"the kernel ({kernel.name}) stopped short of its root mount, its last line {lines[-1]!r}" \
+                        if kernel else f"its console printed {lines[0]!r} but QMP never said running"
+                else:
+                    seen = "no console output"
                 return Probe(False, f"KVM runs no guest: {seen} within {timeout:.0f} s (run state:"
                                     f" {status or 'unknown'})", time.monotonic() - t0)
             time.sleep(0.05)
@@ -298,16 +320,14 @@ def _exit_text(rc: int) -> str:
     return f"exit {rc}"
 
 
-def _first_line(console: Path) -> str:
-    """The first complete, non-blank console line, or ""."""
+def _console_lines(console: Path) -> list[str]:
+    """The complete, non-blank console lines so far, each cut to 120 characters."""
     try:
         text = console.read_bytes().decode(errors="replace")
     except OSError:
-        return ""
-    for line in text.splitlines(keepends=True):
-        if line.endswith(("\n", "\r")) and line.strip():
-            return line.strip()[:120]
-    return ""
+        return []
+    return [line.strip()[:120] for line in text.splitlines(keepends=True)
+            if line.endswith(("\n", "\r")) and line.strip()]
 
 
 def _probe_cache_key(qemu: str, kernel: Path | None) -> str | None:
@@ -329,12 +349,12 @@ def probe_cache_file() -> Path:
     return cache_root() / "vm" / "kvm-probe.json"
 
 
-def cached_probe(qemu: str | None = None) -> Probe:
-    """probe_kvm's answer, kept on disk for this boot of the host (a CLI call after another
-    does not boot the probe guest again). The cache only saves time: unreadable or unwritable,
-    it is ignored."""
+def cached_probe(qemu: str | None = None, kernel: Path | None = None) -> Probe:
+    """probe_kvm's answer for ``kernel`` (default: probe_kernel()), kept on disk for this boot of
+    the host (a CLI call after another does not boot the probe guest again). The cache only saves
+    time: unreadable or unwritable, it is ignored."""
     qemu = qemu or QEMU
-    kernel = probe_kernel()
+    kernel = kernel or probe_kernel()
     key = _probe_cache_key(qemu, kernel)
     path = probe_cache_file()
     if key:
@@ -342,7 +362,7 @@ def cached_probe(qemu: str | None = None) -> Probe:
             saved = json.loads(path.read_text())
             if saved.get("key") == key:
                 return Probe(bool(saved["ok"]), f"{saved['reason']} (probed earlier this boot; {path})",
-                             float(saved.get("seconds", 0)))
+                             float(saved.get("seconds", 0)), saved.get("kernel"))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
     result = probe_kvm(qemu, kernel=kernel)
@@ -351,18 +371,22 @@ def cached_probe(qemu: str | None = None) -> Probe:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.write_text(json.dumps({"key": key, "ok": result.ok, "reason": result.reason,
-                                       "seconds": round(result.seconds, 2)}) + "\n")
+                                       "seconds": round(result.seconds, 2), "kernel": result.kernel}) + "\n")
             tmp.replace(path)
         except OSError:
             pass
     return result
 
 
-@functools.lru_cache(maxsize=1)
-def choose_accel() -> Accel:
-    """KVM when a guest really runs under it (probe_kvm), else TCG; ``KSC_VM_ACCEL=tcg`` skips
-    the probe, ``KSC_VM_ACCEL=kvm`` makes a KVM that fails it an error (KvmUnavailable), raised
-    by the probe within a minute rather than by a silent guest many minutes later."""
+@functools.lru_cache(maxsize=8)
+def choose_accel(kernel: Path | None = None) -> Accel:
+    """KVM when the guest's ``kernel`` boots under it (probe_kvm), else TCG; ``KSC_VM_ACCEL=tcg``
+    skips the probe, ``KSC_VM_ACCEL=kvm`` makes a KVM that fails it an error (KvmUnavailable),
+    raised by the probe within a minute rather than by a silent guest many minutes later.
+
+    Without ``kernel`` (before a build: the checks that a run can start) the probe boots a cached
+    guest kernel, else the firmware alone; a KVM answer of the firmware is only an estimate
+    (``Accel.kernel`` None), and start_qemu decides again with the kernel it boots."""
     forced = inputs.variable("KSC_VM_ACCEL", "")
     if forced == "tcg":
         return Accel(forced, f"forced by KSC_VM_ACCEL={forced}")
@@ -372,14 +396,14 @@ def choose_accel() -> Accel:
             raise KvmUnavailable(f"KSC_VM_ACCEL=kvm, but {KVM_DEVICE} is {why}: unset KSC_VM_ACCEL for software"
                                  " emulation (TCG)")
         return Accel("tcg", f"{KVM_DEVICE} {why}: software emulation")
-    probe = cached_probe()
+    probe = cached_probe(kernel=kernel)
     if forced:
         if not probe.ok:
             raise KvmUnavailable(f"KSC_VM_ACCEL=kvm, but {probe.reason}: unset KSC_VM_ACCEL for software"
                                  " emulation (TCG)")
-        return Accel("kvm", f"forced by KSC_VM_ACCEL=kvm; {probe.reason}")
+        return Accel("kvm", f"forced by KSC_VM_ACCEL=kvm; {probe.reason}", probe.kernel)
     if probe.ok:
-        return Accel("kvm", probe.reason)
+        return Accel("kvm", probe.reason, probe.kernel)
     return Accel("tcg", f"{probe.reason}: software emulation")
 
 
@@ -555,7 +579,9 @@ def start_qemu(
     paths.dir.mkdir(parents=True, exist_ok=True)
     if read_pid(paths):
         raise QemuError(f"a VM is already running from {paths.dir} (pid {read_pid(paths)})")
-    accel = accel or choose_accel()
+    if accel is None or (accel.name == "kvm" and accel.kernel != str(kernel)):
+        # what boots is this kernel: a KVM proven on another one, or on the firmware, is no proof
+        accel = choose_accel(kernel)
     ensure_alone(paths, accel)
     for p in (paths.qga, paths.qmp, paths.pidfile, paths.overlay, paths.console):
         p.unlink(missing_ok=True)
