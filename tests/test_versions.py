@@ -199,6 +199,43 @@ def test_an_unreachable_proxy_is_one_error(monkeypatch: pytest.MonkeyPatch) -> N
         versions.newest_patch("1.34")
 
 
+STAGING_MOD = b"""module k8s.io/kubernetes
+
+go 1.26.0
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/sample-cli-plugin => ./staging/src/k8s.io/sample-cli-plugin
+)
+"""
+
+
+def _build_module_of(proxy: FakeProxy, api_zip: int) -> str:
+    """The go.mod of the Kubernetes build's wrapper module for v1.37.2, its staging modules asked
+    of the fake proxy: k8s.io/api's zip answered ``api_zip``, k8s.io/sample-cli-plugin's 404."""
+    from clusters.vm import build
+
+    proxy.release("v1.37.2")
+    proxy.files["k8s.io/kubernetes/@v/v1.37.2.mod"] = (200, STAGING_MOD)
+    proxy.files["k8s.io/api/@v/v0.37.2.zip"] = (api_zip, b"PK")
+    return build.kubernetes_component("v1.37.2").files["go.mod"]
+
+
+def test_a_staging_module_the_proxy_does_not_publish_is_stubbed(proxy: FakeProxy) -> None:
+    gomod = _build_module_of(proxy, 200)
+    assert "\tk8s.io/api => k8s.io/api v0.37.2\n" in gomod, gomod
+    assert "\tk8s.io/sample-cli-plugin => ./stubs/sample-cli-plugin\n" in gomod, gomod
+
+
+@pytest.mark.parametrize("status", [500, 502, 429])
+def test_a_staging_module_the_proxy_could_not_answer_for_fails_the_build_naming_it(proxy: FakeProxy,
+                                                                                   status: int) -> None:
+    """Not "not published": a stub in its place would fail `go build` minutes later on a missing
+    package, with no word of the proxy."""
+    with pytest.raises(versions.ProxyUnreachable, match=rf"answered {status} for k8s.io/api@v0.37.2$"):
+        _build_module_of(proxy, status)
+
+
 def _versions_command(proxy_url: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "GOPROXY": proxy_url, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "clusters.versions"], env=env, cwd=REPO, capture_output=True,

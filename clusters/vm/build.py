@@ -214,14 +214,6 @@ def _staging_in(gomod: str) -> list[str]:
     return re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, re.M)
 
 
-def _module_exists(mod: str, version: str) -> bool:
-    # The zip, not the .mod: the proxy serves some versions' .mod but refuses their zip.
-    try:
-        return versions.module_zip_served(mod, version)
-    except Exception:  # noqa: BLE001 - network trouble: treat as missing, the build says more
-        return False
-
-
 def _check_kubernetes_served(version: str) -> None:
     # .info, .mod and .zip: the proxy serves some releases only in part, and `go` needs all three.
     refused = versions.unbuildable(version)
@@ -275,7 +267,11 @@ def kubernetes_component(source: KubernetesSource | str) -> Component:
         for mod in _staging_modules(version):
             if mod in patched:
                 lines.append(f"\t{mod} => ./{PATCHED_TREE}/staging/src/{mod}")
-            elif _module_exists(mod, staging_version):
+            # The zip, not the .mod: the proxy serves some versions' .mod but refuses their zip. A
+            # proxy that cannot be asked, or answers 5xx, is ProxyUnreachable, not "not published":
+            # a stub in place of a module the build needs fails `go build` minutes later, on a
+            # missing package instead of the proxy.
+            elif versions.module_zip_served(mod, staging_version):
                 lines.append(f"\t{mod} => {mod} {staging_version}")
             else:
                 # not published for this version (e.g. k8s.io/sample-cli-plugin): an empty stub
@@ -472,7 +468,7 @@ def build_all(
     if etcd_version is None:
         wanted = kubeadm_etcd_version(kdir / "kubeadm", k8s_version)
         cached = wanted and etcd_component(wanted).is_cached(root)
-        etcd_version = wanted if wanted and (cached or _module_exists("go.etcd.io/etcd/server/v3", wanted)) \
+        etcd_version = wanted if wanted and (cached or versions.module_zip_served("go.etcd.io/etcd/server/v3", wanted)) \
             else DEFAULT_ETCD_VERSION
     etcd = etcd_component(etcd_version).build(root, progress)
     return Binaries(kubernetes=kdir, containerd=out["containerd"], runc=out["runc"], cni=out["cni"],
