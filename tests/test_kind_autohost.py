@@ -344,6 +344,66 @@ def test_nothing_running_in_an_empty_state_dir(tmp_path: Path) -> None:
     assert KindHostVm(tmp_path / "state", tmp_path / "cache").running() is None
 
 
+@pytest.fixture
+def kind_host_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[KindHostVm, Path]]:
+    """A kind host as `kind-host up` leaves it in its state directory: its qemu running (the fake
+    QEMU of tests/fake_qemu.py, nothing booted) and the state it saved right after starting it,
+    before Docker answered. The test says how far it got."""
+    from clusters.vm import qemu
+    from clusters.vm.kindhost import KindHost, KindHostState
+    from tests import fake_qemu
+
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setattr(qemu, "QEMU", str(fake_qemu.wrapper(tmp_path / "bin")))
+    monkeypatch.setenv("FAKE_QEMU_MODE", "silent")
+    monkeypatch.setenv("KSC_VM_ALONE", "off")  # a real guest of the suite may be running on this host
+    host = KindHost(tmp_path / "state", cache_dir=tmp_path / "cache", progress=lambda message: None)
+    pid = qemu.start_qemu(host.paths, disk=tmp_path / "disk.raw", kernel=tmp_path / "vmlinuz",
+                          initrd=tmp_path / "initrd.img", memory_mb=64, cpus=1, swap_mb=0, use_overlay=False,
+                          name="ksc-kind-host", accel=qemu.Accel("tcg", "test"))
+    host.save_state(KindHostState(pid=pid, docker_port=2375, api_ports={"ksc-mixed": 40001}, kernel="6.12",
+                                  kernel_release="6.12.0", memory_mb=8192, swap_mb=4096, cpus=2, accel="tcg",
+                                  image_key="k", started_at=0.0))
+    try:
+        yield KindHostVm(tmp_path / "state", tmp_path / "cache"), tmp_path / "state"
+    finally:
+        qemu.stop_qemu(host.paths, timeout=5)
+
+
+def _ready(state: Path, images: list[str]) -> None:
+    st = json.loads((state / "state.json").read_text())
+    (state / "state.json").write_text(json.dumps({**st, "ready_at": 1.0, "node_images": images}))
+
+
+def test_a_kind_host_whose_up_ended_before_docker_answered_is_not_used(kind_host_qemu) -> None:
+    vm, _ = kind_host_qemu
+    assert vm.running() is None  # start() replaces it
+
+
+def test_a_kind_host_another_command_is_still_starting_is_not_used(kind_host_qemu) -> None:
+    """Docker answers while its node images still load: the run must not take its DOCKER_HOST then."""
+    from tests.lock_holder import holding
+
+    vm, state = kind_host_qemu
+    _ready(state, [])
+    with holding(state / "starting.lock"):
+        assert vm.running() is None  # start() stops at the lock, naming the command's pid
+    assert vm.running() is not None
+
+
+def test_a_kind_host_done_starting_is_used_with_its_node_image(kind_host_qemu) -> None:
+    vm, state = kind_host_qemu
+    _ready(state, [IMAGE])
+    up = vm.running()
+    assert up is not None and not up.started, up
+    assert up.env["DOCKER_HOST"] == "tcp://127.0.0.1:2375" and up.env["KSC_KIND_NODE_IMAGE"] == IMAGE, up.env
+    from clusters.vm.kindhost import KindHost
+
+    own = KindHost(state, cache_dir=state.parent / "cache", progress=lambda message: None)
+    with own.starting():  # this process's own start(), asking again under its lock
+        assert vm.running() is not None
+
+
 def test_the_node_image_it_loads(tmp_path: Path) -> None:
     host = KindHostVm(tmp_path / "state", tmp_path / "cache")
     assert host.wanted(None).release == versions.KUBERNETES  # the pinned release's local image

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -38,6 +39,18 @@ class Guest(Generic[S]):
         self.agent = qemu.GuestAgent(self.paths.qga, watch=self.watch)
         self.timings: dict[str, float] = {}
         self._starting: IO[str] | None = None
+
+    def starting_elsewhere(self) -> str | None:
+        """The pid of another process bringing this guest up now (it holds ``starting``), None
+        when none is."""
+        if self._starting is not None:  # this process's own up
+            return None
+        try:
+            handle = pidlock.take(self.state_dir / "starting.lock")
+        except pidlock.Held as held:  # through another Guest object of this process's, it is its own
+            return None if held.holder == str(os.getpid()) else held.holder
+        pidlock.release(handle)
+        return None
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[None]:
