@@ -164,14 +164,12 @@ class KindHostVm:
         return KindHost(self.state_dir, cache_dir=self.cache_dir, progress=progress or (lambda message: None))
 
     def running(self) -> KindHostUp | None:
-        """The kind host that is up and done starting: its Docker answered and no `up` is still at
-        work on it (its node images load after Docker answers). A running qemu is not enough: one
-        another command is still bringing up is that command's (start() then stops at its lock,
-        naming it), and one whose `up` ended before Docker answered has nothing to use (start()
-        replaces it)."""
-        host = self._host()
-        st = host.state()
-        if st is None or st.ready_at is None or not host.is_running() or host.starting_elsewhere():
+        """The kind host that is up and done starting (Guest.usable: its Docker answered, and no
+        `up` is still loading node images into it). One another command is still bringing up is
+        that command's (start() then stops at its lock, naming it); one whose `up` ended before
+        Docker answered has nothing to use (start() replaces it)."""
+        st = self._host().usable()
+        if st is None:
             return None
         env = st.env()
         if st.node_images:

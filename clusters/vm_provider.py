@@ -191,7 +191,7 @@ class VmProvider(Provider):
 
     def _bring_up(self, behavior: str) -> dict[str, Any]:
         vm = self.vm()
-        if not (self.reuse and vm.is_running()):
+        if not (self.reuse and vm.usable()):  # what up() will reuse; anything else it (re)creates
             record_created(self.shared_root, {"provider": self.name, "cluster": CLUSTER, "state_dir": str(vm.state_dir)})
         vm.up(behavior, reuse=self.reuse)
         return {"kubeconfig": str(vm.kubeconfig)}

@@ -180,8 +180,8 @@ class VmCluster(Guest[VmState]):
 
     def _up(self, behavior: str, reuse: bool) -> Path:
         behavior = _normalize_behavior(behavior)
-        st = self.state()
-        if reuse and st and self.is_running() and self.kubeconfig.exists():
+        st = self.usable()  # a VM whose up never got to node Ready is stopped below, not waited on
+        if reuse and st and self.kubeconfig.exists():
             self.progress(f"reusing running VM (pid {st.pid}, port {st.port})")
             self.reused = True
             self.stress_ref, self.pause_ref = st.stress_image, st.pause_image

@@ -96,6 +96,16 @@ class Guest(Generic[S]):
     def is_running(self) -> bool:
         return qemu.read_pid(self.paths) is not None
 
+    def usable(self) -> S | None:
+        """The guest's state when it can be used as it stands: its qemu runs, its `up` got to the
+        end (``ready_at``) and no other process is at work on it. A running qemu alone is no such
+        guest: an `up` still at work has one, and so has an `up` that ended early (a signal it does
+        not catch leaves qemu running: it runs in a session of its own)."""
+        st = self.state()
+        if st is None or getattr(st, "ready_at", None) is None or not self.is_running() or self.starting_elsewhere():
+            return None
+        return st
+
     def emulated(self) -> bool | None:
         """Whether the running guest is under TCG, from its QEMU's own command line (a guest
         another process booted too); None when none runs."""
