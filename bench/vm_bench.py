@@ -169,6 +169,8 @@ def _main(a: argparse.Namespace) -> int:
         started = vm.state()
         warm = time.monotonic() - t0
         rows.append(("warm start: cached -> node Ready", f"{warm:.0f} s"))
+        # what the guest really runs under (the host row's accelerator may be the firmware's estimate)
+        rows.append(("  accelerator", "TCG" if vm.emulated() else "KVM"))
         for k in ("build", "image", "boot", "kubeadm_init", "boot_to_ready"):
             if k in vm.timings:
                 rows.append((f"  phase {k}", f"{vm.timings[k]:.1f} s"))

@@ -38,6 +38,23 @@ def take(path: Path) -> IO[str]:
     return handle
 
 
+def holder(path: Path) -> str | None:
+    """The pid of the process holding the lock ("?" when it has not written it yet), None when
+    none does. Only looks: creates nothing, writes nothing, and holds a shared lock for a moment
+    only where it is free."""
+    try:
+        handle = open(path)  # noqa: SIM115 - closed below on every path
+    except FileNotFoundError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().strip() or "?"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 def release(handle: IO[str]) -> None:
     fcntl.flock(handle, fcntl.LOCK_UN)
     handle.close()

@@ -191,9 +191,10 @@ class VmProvider(Provider):
 
     def _bring_up(self, behavior: str) -> dict[str, Any]:
         vm = self.vm()
-        if not (self.reuse and vm.usable()):  # what up() will reuse; anything else it (re)creates
-            record_created(self.shared_root, {"provider": self.name, "cluster": CLUSTER, "state_dir": str(vm.state_dir)})
-        vm.up(behavior, reuse=self.reuse)
+        # recorded once up() holds the VM's lock and has decided to boot one: a VM it reuses, or
+        # one another command is starting (up() then stops at its lock), is not the run's to stop
+        vm.up(behavior, reuse=self.reuse, booting=lambda: record_created(
+            self.shared_root, {"provider": self.name, "cluster": CLUSTER, "state_dir": str(vm.state_dir)}))
         return {"kubeconfig": str(vm.kubeconfig)}
 
     def removal_hint(self, entry: Mapping[str, Any]) -> str:

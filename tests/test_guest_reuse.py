@@ -55,15 +55,79 @@ def test_a_vm_whose_up_never_got_to_node_ready_is_replaced_not_waited_on(left_ru
     vm, lines = left_running
     assert vm.usable() is None
     with pytest.raises(Booted):
-        vm.up("LimitedSwap", reuse=True)
+        vm.up("LimitedSwap", reuse=True, booting=lambda: lines.append("the run's own"))
     assert "waited" not in lines and "a VM from an earlier run is still up: stopping it" in lines, lines
+    assert lines.index("the run's own") < lines.index("a VM from an earlier run is still up: stopping it")
     assert not vm.is_running()
+
+
+def test_a_vm_another_command_is_starting_is_neither_reused_nor_the_runs(left_running) -> None:
+    """`python -m clusters.vm up` at work in another terminal: the run stops at its lock, and its
+    teardown must not stop that command's VM (it was never recorded as the run's)."""
+    from clusters.vm.guest import AlreadyStarting
+    from tests.lock_holder import holding
+
+    vm, lines = left_running
+    st = json.loads(vm.state_file.read_text())
+    vm.state_file.write_text(json.dumps({**st, "ready_at": 1.0}))
+    with holding(vm.state_dir / "starting.lock") as other:
+        assert vm.usable() is None and vm.starting_elsewhere() == str(other.pid)
+        with pytest.raises(AlreadyStarting, match=rf"already starting \(pid {other.pid}\)"):
+            vm.up("LimitedSwap", reuse=True, booting=lambda: lines.append("the run's own"))
+    assert "the run's own" not in lines and vm.is_running()
 
 
 def test_a_vm_whose_up_got_to_node_ready_is_reused(left_running) -> None:
     vm, lines = left_running
     st = json.loads(vm.state_file.read_text())
     vm.state_file.write_text(json.dumps({**st, "ready_at": 1.0}))
-    assert vm.up("LimitedSwap", reuse=True) == vm.kubeconfig
+    assert vm.up("LimitedSwap", reuse=True, booting=lambda: lines.append("the run's own")) == vm.kubeconfig
     assert lines[0].startswith("reusing running VM (pid ") and "waited" in lines, lines
+    assert "the run's own" not in lines
     assert vm.is_running()
+
+
+def test_asking_who_holds_a_lock_only_looks(tmp_path: Path) -> None:
+    """pidlock.holder: no file made where there is none, nothing written where there is one, and
+    the holder named while another process holds it."""
+    from clusters import pidlock
+    from tests.lock_holder import ask, holding
+
+    lock = tmp_path / "state" / "starting.lock"
+    assert pidlock.holder(lock) is None and not lock.parent.exists()
+    with holding(lock) as other:
+        assert pidlock.holder(lock) == str(other.pid)
+    lock.write_text("12345\n")  # a holder long gone
+    assert pidlock.holder(lock) is None and lock.read_text() == "12345\n" and ask(lock) == "free"
+
+
+def test_a_kind_host_whose_up_ended_before_docker_answered_is_replaced_by_kind_host_up_reuse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kind-host up --reuse` takes what Guest.usable takes, as the vm node's --reuse-clusters does:
+    a host left before Docker answered is stopped and booted anew, not waited on for Docker."""
+    from clusters.vm.kindhost import KindHost, KindHostState
+
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setattr(qemu, "QEMU", str(fake_qemu.wrapper(tmp_path / "bin")))
+    monkeypatch.setenv("FAKE_QEMU_MODE", "silent")
+    monkeypatch.setenv("KSC_VM_ALONE", "off")
+    monkeypatch.setenv("KSC_VM_ACCEL", "tcg")
+    lines: list[str] = []
+    host = KindHost(tmp_path / "state", cache_dir=tmp_path / "cache", progress=lines.append)
+    pid = qemu.start_qemu(host.paths, disk=tmp_path / "disk.raw", kernel=tmp_path / "vmlinuz",
+                          initrd=tmp_path / "initrd.img", memory_mb=64, cpus=1, swap_mb=0, use_overlay=False,
+                          name="ksc-kind-host", accel=qemu.Accel("tcg", "test"))
+    host.save_state(KindHostState(pid=pid, docker_port=2375, api_ports={}, kernel="6.12", kernel_release="6.12.0",
+                                  memory_mb=8192, swap_mb=4096, cpus=2, accel="tcg", image_key="k", started_at=0.0))
+
+    def boot(*a: object, **kw: object) -> None:
+        raise Booted()
+
+    monkeypatch.setattr(KindHost, "prepare", boot)
+    monkeypatch.setattr(KindHost, "_wait_docker", lambda self, st, deadline: lines.append("waited for Docker"))
+    try:
+        with pytest.raises(Booted):
+            host.up([], reuse=True)
+    finally:
+        qemu.stop_qemu(host.paths, timeout=5)
+    assert "waited for Docker" not in lines and "a kind host from an earlier run is still up: stopping it" in lines

@@ -228,7 +228,7 @@ def _kind_host_main(a: argparse.Namespace) -> int:
         with host.starting():  # before the node image is built: a second `up` stops here, at once
             _preflight(kubernetes, _cache(), guest_image=True, boot=True, binaries=not a.no_node_image,
                        install=a.install_host_packages)
-            if not (a.reuse and host.is_running()):
+            if not (a.reuse and host.usable()):  # what up() boots anew
                 qemu.ensure_alone(host.paths)  # another emulated guest: before the node image's build
             images = [] if a.no_node_image else [build_node_image(kubernetes, progress=host.progress)]
             st = host.up(images, reuse=a.reuse)

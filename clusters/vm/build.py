@@ -430,6 +430,22 @@ def kubeadm_etcd_version(kubeadm: Path, k8s_version: str) -> str | None:
     return f"v{match.group(1)}" if match else None
 
 
+def _etcd_for(wanted: str | None, root: Path, progress: Progress) -> str:
+    """The etcd release to build under kubeadm's image tag: the one kubeadm deploys when it is
+    cached or the proxy serves it, else the pinned one. A proxy that cannot be asked is said,
+    not taken for "not published" in silence; the pinned etcd runs every supported release, so an
+    offline machine whose cache has it still builds."""
+    if not wanted or etcd_component(wanted).is_cached(root):
+        return wanted or DEFAULT_ETCD_VERSION
+    try:
+        if versions.module_zip_served("go.etcd.io/etcd/server/v3", wanted):
+            return wanted
+    except versions.ProxyUnreachable as error:
+        progress(f"building: etcd {wanted} (kubeadm's) could not be asked of the proxy ({error}): the pinned"
+                 f" {DEFAULT_ETCD_VERSION} instead")
+    return DEFAULT_ETCD_VERSION
+
+
 def build_all(
     k8s_version: str | KubernetesSource = DEFAULT_K8S_VERSION,
     *,
@@ -466,10 +482,7 @@ def build_all(
     out = {name: c.build(root, progress) for name, c in comps.items()}
     kdir = k8s.build(root, progress)
     if etcd_version is None:
-        wanted = kubeadm_etcd_version(kdir / "kubeadm", k8s_version)
-        cached = wanted and etcd_component(wanted).is_cached(root)
-        etcd_version = wanted if wanted and (cached or versions.module_zip_served("go.etcd.io/etcd/server/v3", wanted)) \
-            else DEFAULT_ETCD_VERSION
+        etcd_version = _etcd_for(kubeadm_etcd_version(kdir / "kubeadm", k8s_version), root, progress)
     etcd = etcd_component(etcd_version).build(root, progress)
     return Binaries(kubernetes=kdir, containerd=out["containerd"], runc=out["runc"], cni=out["cni"],
                     etcd=etcd, k8s_version=k8s_version, etcd_version=etcd_version)

@@ -170,15 +170,18 @@ class VmCluster(Guest[VmState]):
                                  " --reuse-clusters (or `python -m clusters.vm down` first) to boot a VM with it")
 
     # ------------------------------------------------------------------ up/down
-    def up(self, behavior: str = "LimitedSwap", reuse: bool = False) -> Path:
+    def up(self, behavior: str = "LimitedSwap", reuse: bool = False,
+           booting: Callable[[], None] = lambda: None) -> Path:
         """Bring the node up (or attach to a running one with ``reuse``); returns the kubeconfig.
+        ``booting`` is called once it is decided that this call boots a VM (and owns it), before
+        anything is built.
 
         Ctrl-C (SIGINT) or SIGTERM during ``up`` stops the VM it started before re-raising.
         """
         with interrupts_raise(), self.starting():
-            return self._up(behavior, reuse)
+            return self._up(behavior, reuse, booting)
 
-    def _up(self, behavior: str, reuse: bool) -> Path:
+    def _up(self, behavior: str, reuse: bool, booting: Callable[[], None] = lambda: None) -> Path:
         behavior = _normalize_behavior(behavior)
         st = self.usable()  # a VM whose up never got to node Ready is stopped below, not waited on
         if reuse and st and self.kubeconfig.exists():
@@ -194,6 +197,7 @@ class VmCluster(Guest[VmState]):
                 self.set_swap_behavior(behavior)
             return self.kubeconfig
         self.reused = False
+        booting()
         if self.is_running():
             self.progress("a VM from an earlier run is still up: stopping it")
             self.down()

@@ -45,12 +45,9 @@ class Guest(Generic[S]):
         when none is."""
         if self._starting is not None:  # this process's own up
             return None
-        try:
-            handle = pidlock.take(self.state_dir / "starting.lock")
-        except pidlock.Held as held:  # through another Guest object of this process's, it is its own
-            return None if held.holder == str(os.getpid()) else held.holder
-        pidlock.release(handle)
-        return None
+        held = pidlock.holder(self.state_dir / "starting.lock")
+        # held through another Guest object of this process's (start() asking again): its own
+        return None if held == str(os.getpid()) else held
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[None]:

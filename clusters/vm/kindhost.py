@@ -209,8 +209,8 @@ class KindHost(Guest[KindHostState]):
             return self._up(list(node_images or []), reuse)
 
     def _up(self, node_images: list["NodeImage"], reuse: bool) -> KindHostState:
-        st = self.state()
-        if reuse and st and self.is_running():
+        st = self.usable()  # a host whose up ended before Docker answered is replaced, not waited on
+        if reuse and st:
             self.progress(f"reusing the running kind host (pid {st.pid}, {st.env()['DOCKER_HOST']})")
             self._wait_docker(st, time.monotonic() + 300)
             self._load_images(st, node_images)

@@ -332,12 +332,14 @@ def _console_lines(console: Path) -> list[str]:
 
 def _probe_cache_key(qemu: str, kernel: Path | None) -> str | None:
     """What the probe's answer depends on: this boot of the host, the QEMU binary, KVM_DEVICE
-    (a new device node or new permissions) and the probe guest. None: nothing to key on."""
+    (a new device node or new permissions) and the probe guest: the firmware, or the kernel by its
+    content (every node disk carries a copy of the same kernel, and an image's first boot runs it
+    from a directory renamed afterwards). None: nothing to key on."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         binary = Path(shutil.which(qemu) or qemu).resolve()
         b, k = binary.stat(), os.stat(KVM_DEVICE)
-        guest = "firmware" if kernel is None else f"{kernel}:{kernel.stat().st_mtime_ns}"
+        guest = "firmware" if kernel is None else "kernel " + hashlib.sha256(kernel.read_bytes()).hexdigest()
     except OSError:
         return None
     parts = [PROBE_VERSION, boot, str(binary), str(b.st_mtime_ns), str(b.st_size), str(k.st_ino),
@@ -349,6 +351,9 @@ def probe_cache_file() -> Path:
     return cache_root() / "vm" / "kvm-probe.json"
 
 
+PROBES_KEPT = 8  # answers kept in the file: the firmware's and a few kernels', newest last
+
+
 def cached_probe(qemu: str | None = None, kernel: Path | None = None) -> Probe:
     """probe_kvm's answer for ``kernel`` (default: probe_kernel()), kept on disk for this boot of
     the host (a CLI call after another does not boot the probe guest again). The cache only saves
@@ -357,21 +362,27 @@ def cached_probe(qemu: str | None = None, kernel: Path | None = None) -> Probe:
     kernel = kernel or probe_kernel()
     key = _probe_cache_key(qemu, kernel)
     path = probe_cache_file()
-    if key:
+    try:
+        read = json.loads(path.read_text())
+        kept = {k: v for k, v in read.items() if isinstance(v, dict)} if isinstance(read, dict) else {}
+    except (OSError, ValueError):
+        kept = {}
+    saved = kept.get(key) if key else None
+    if saved is not None:
         try:
-            saved = json.loads(path.read_text())
-            if saved.get("key") == key:
-                return Probe(bool(saved["ok"]), f"{saved['reason']} (probed earlier this boot; {path})",
-                             float(saved.get("seconds", 0)), saved.get("kernel"))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            ok = bool(saved["ok"])
+            return Probe(ok, f"{saved['reason']} (probed earlier this boot; {path})", float(saved.get("seconds", 0)),
+                         str(kernel) if ok and kernel is not None else None)
+        except (KeyError, TypeError, ValueError):
             pass
     result = probe_kvm(qemu, kernel=kernel)
     if key:
+        kept.pop(key, None)
+        kept[key] = {"ok": result.ok, "reason": result.reason, "seconds": round(result.seconds, 2)}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"key": key, "ok": result.ok, "reason": result.reason,
-                                       "seconds": round(result.seconds, 2), "kernel": result.kernel}) + "\n")
+            tmp.write_text(json.dumps(dict(list(kept.items())[-PROBES_KEPT:]), indent=1) + "\n")
             tmp.replace(path)
         except OSError:
             pass
