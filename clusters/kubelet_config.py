@@ -38,12 +38,14 @@ class KubeletConfigError(RuntimeError):
 INSIDE_VIEW = r"""
 echo "## load, memory, pressure (the kernel's: on kind, the host's, shared by every node)"; uptime; free -m
 for f in /proc/pressure/cpu /proc/pressure/memory; do echo "$f: $(head -n 1 "$f" 2>&1)"; done
+echo "## the busiest processes (%CPU over each one's life, resident KiB)"
+ps -eo pcpu,rss,etime,comm --sort=-pcpu 2>&1 | head -n 9
 echo "## services"; for u in kubelet containerd; do echo "$u: $(systemctl is-active "$u" 2>&1)"; done
 echo "## listening on the API server's port"; ss -Htln 'sport = :6443' 2>&1
 echo "## control-plane containers' logs (N.log: its Nth restart)"
 ls -l /var/log/pods/kube-system_kube-apiserver-*/*/ /var/log/pods/kube-system_etcd-*/*/ 2>&1
-echo "## kube-apiserver, last lines"
-tail -q -n 12 /var/log/pods/kube-system_kube-apiserver-*/kube-apiserver/*.log 2>&1 | cut -c1-300
+echo "## kube-apiserver, last lines of each instance (the one before a restart says why it ended)"
+tail -n 12 /var/log/pods/kube-system_kube-apiserver-*/kube-apiserver/*.log 2>&1 | cut -c1-300
 echo "## kubelet, last lines"; journalctl -u kubelet -n 25 --no-pager -o short-precise 2>&1 | cut -c1-300
 """
 
