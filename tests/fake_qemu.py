@@ -59,6 +59,28 @@ def wrapper(directory: Path, name: str = "qemu-system-x86_64") -> Path:
     return path
 
 
+def stand_in(monkeypatch, bin_dir: Path, guest_mode: str = "silent") -> None:
+    """This fake as the suite's QEMU for the test (``monkeypatch``: pytest's), its guests doing
+    ``guest_mode``, allowed beside a real guest of the suite that may be running on this host."""
+    from clusters.vm import qemu
+
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(qemu, "QEMU", str(wrapper(bin_dir)))
+    monkeypatch.setenv("FAKE_QEMU_MODE", guest_mode)
+    monkeypatch.setenv("KSC_VM_ALONE", "off")
+
+
+def start_guest(paths, name: str = "ksc-node") -> int:
+    """A guest started from ``paths`` (clusters.vm.qemu.VmPaths) as the tools start one
+    (qemu.start_qemu, under TCG), with files that need not exist; its qemu's pid."""
+    from clusters.vm import qemu
+
+    here = paths.dir.parent
+    return qemu.start_qemu(paths, disk=here / "disk.raw", kernel=here / "vmlinuz", initrd=here / "initrd.img",
+                           memory_mb=64, cpus=1, swap_mb=0, use_overlay=False, name=name,
+                           accel=qemu.Accel("tcg", "test"))
+
+
 def _option(argv: list[str], name: str) -> list[str]:
     return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == name]
 

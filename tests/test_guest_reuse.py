@@ -24,16 +24,11 @@ class Booted(Exception):
 def left_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[VmCluster, list[str]]]:
     """A vm node's qemu running from its state directory (the fake), with the state its `up` saved
     after the boot and a kubeconfig; VmCluster's progress lines are collected."""
-    (tmp_path / "bin").mkdir()
-    monkeypatch.setattr(qemu, "QEMU", str(fake_qemu.wrapper(tmp_path / "bin")))
-    monkeypatch.setenv("FAKE_QEMU_MODE", "silent")
-    monkeypatch.setenv("KSC_VM_ALONE", "off")  # a real guest of the suite may be running on this host
+    fake_qemu.stand_in(monkeypatch, tmp_path / "bin")
     monkeypatch.setenv("KSC_VM_ACCEL", "tcg")
     lines: list[str] = []
     vm = VmCluster(tmp_path / "state", cache_dir=tmp_path / "cache", progress=lines.append)
-    pid = qemu.start_qemu(vm.paths, disk=tmp_path / "disk.raw", kernel=tmp_path / "vmlinuz",
-                          initrd=tmp_path / "initrd.img", memory_mb=64, cpus=1, swap_mb=0, use_overlay=False,
-                          accel=qemu.Accel("tcg", "test"))
+    pid = fake_qemu.start_guest(vm.paths)
     vm.save_state(VmState(pid=pid, port=40001, k8s_version=vm.k8s_version, kernel="6.12", kernel_release="6.12.0",
                           memory_mb=4096, swap_mb=2048, cpus=2, behavior="LimitedSwap", image_key="k", started_at=0.0))
     vm.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
@@ -107,16 +102,11 @@ def test_a_kind_host_whose_up_ended_before_docker_answered_is_replaced_by_kind_h
     a host left before Docker answered is stopped and booted anew, not waited on for Docker."""
     from clusters.vm.kindhost import KindHost, KindHostState
 
-    (tmp_path / "bin").mkdir()
-    monkeypatch.setattr(qemu, "QEMU", str(fake_qemu.wrapper(tmp_path / "bin")))
-    monkeypatch.setenv("FAKE_QEMU_MODE", "silent")
-    monkeypatch.setenv("KSC_VM_ALONE", "off")
+    fake_qemu.stand_in(monkeypatch, tmp_path / "bin")
     monkeypatch.setenv("KSC_VM_ACCEL", "tcg")
     lines: list[str] = []
     host = KindHost(tmp_path / "state", cache_dir=tmp_path / "cache", progress=lines.append)
-    pid = qemu.start_qemu(host.paths, disk=tmp_path / "disk.raw", kernel=tmp_path / "vmlinuz",
-                          initrd=tmp_path / "initrd.img", memory_mb=64, cpus=1, swap_mb=0, use_overlay=False,
-                          name="ksc-kind-host", accel=qemu.Accel("tcg", "test"))
+    pid = fake_qemu.start_guest(host.paths, "ksc-kind-host")
     host.save_state(KindHostState(pid=pid, docker_port=2375, api_ports={}, kernel="6.12", kernel_release="6.12.0",
                                   memory_mb=8192, swap_mb=4096, cpus=2, accel="tcg", image_key="k", started_at=0.0))
 

@@ -353,14 +353,9 @@ def kind_host_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     from clusters.vm.kindhost import KindHost, KindHostState
     from tests import fake_qemu
 
-    (tmp_path / "bin").mkdir()
-    monkeypatch.setattr(qemu, "QEMU", str(fake_qemu.wrapper(tmp_path / "bin")))
-    monkeypatch.setenv("FAKE_QEMU_MODE", "silent")
-    monkeypatch.setenv("KSC_VM_ALONE", "off")  # a real guest of the suite may be running on this host
+    fake_qemu.stand_in(monkeypatch, tmp_path / "bin")
     host = KindHost(tmp_path / "state", cache_dir=tmp_path / "cache", progress=lambda message: None)
-    pid = qemu.start_qemu(host.paths, disk=tmp_path / "disk.raw", kernel=tmp_path / "vmlinuz",
-                          initrd=tmp_path / "initrd.img", memory_mb=64, cpus=1, swap_mb=0, use_overlay=False,
-                          name="ksc-kind-host", accel=qemu.Accel("tcg", "test"))
+    pid = fake_qemu.start_guest(host.paths, "ksc-kind-host")
     host.save_state(KindHostState(pid=pid, docker_port=2375, api_ports={"ksc-mixed": 40001}, kernel="6.12",
                                   kernel_release="6.12.0", memory_mb=8192, swap_mb=4096, cpus=2, accel="tcg",
                                   image_key="k", started_at=0.0))
