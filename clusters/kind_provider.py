@@ -533,18 +533,8 @@ class KindNodeKubelet(NodeKubelet):
     def node_command(self, argv: Sequence[str]) -> str:
         return self._docker_exec(argv)
 
-    def wait_ready(self, deadline: float) -> None:
+    def node_status(self) -> dict[str, Any]:
         from kubernetes import client
 
-        last = "no answer yet"
-        while time.monotonic() < deadline:
-            try:
-                node = client.CoreV1Api(self.api).read_node(self.node.name, _request_timeout=30).to_dict()
-                ready = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
-                if ready.get("status") == "True":
-                    return
-                last = f"Ready={ready.get('status')} ({ready.get('reason')}: {ready.get('message', '')[:120]})"
-            except Exception as e:  # noqa: BLE001 - API server busy
-                last = f"{type(e).__name__}: {str(e)[:200]}"
-            time.sleep(3)
-        raise KubeletConfigError(f"timed out waiting for node {self.node.name} to be Ready; last seen: {last}")
+        raw = client.CoreV1Api(self.api).read_node(self.node.name, _request_timeout=30, _preload_content=False)
+        return json.loads(raw.data).get("status") or {}

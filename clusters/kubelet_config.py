@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -50,9 +51,39 @@ echo "## kubelet, last lines"; journalctl -u kubelet -n 25 --no-pager -o short-p
 """
 
 
+def ready_after(status: Mapping[str, Any], since: float | None, kubelet_version: str | None = None) -> str | None:
+    """None when the node status says Ready in a status the kubelet posted at or after `since`
+    (the node's clock, seconds since the epoch); otherwise what it says instead.
+
+    A restarted kubelet patches the node status at once (it has never reported, so
+    tryUpdateNodeStatus sends it whatever changed), its Ready condition's lastHeartbeatTime then
+    on the node's clock. Until then the Ready the API server holds is the old kubelet's: taken
+    for the new one's, a test would go on before the kubelet it restarted has said anything. The
+    heartbeat has whole seconds, so `since` is floored: only a heartbeat the old kubelet sent in
+    the very second of the restart would pass for the new one's."""
+    conditions = status.get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None:
+        return "no Ready condition"
+    said = f"Ready={ready.get('status')} ({ready.get('reason') or ''}: {(ready.get('message') or '')[:120]})"
+    if since is not None:
+        heartbeat = ready.get("lastHeartbeatTime") or ""
+        try:
+            posted = datetime.fromisoformat(heartbeat.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return f"{said}, heartbeat {heartbeat!r} unreadable"
+        if posted < int(since):
+            return f"{said}, heartbeat {heartbeat} is the kubelet's before the restart"
+    version = (status.get("nodeInfo") or {}).get("kubeletVersion")
+    if kubelet_version is not None and version != kubelet_version:
+        return f"{said}, kubelet {version} (not yet {kubelet_version})"
+    return None if ready.get("status") == "True" else said
+
+
 class NodeKubelet(ABC):
     progress: Callable[[str], None] = staticmethod(lambda message: None)
     poll_seconds: float = 2  # between looks at a restarting kubelet
+    ready_poll_seconds: float = 3  # between looks at the node status
 
     @abstractmethod
     def read_config(self) -> str: ...
@@ -68,7 +99,8 @@ class NodeKubelet(ABC):
     def configz(self) -> dict[str, Any]: ...
 
     @abstractmethod
-    def wait_ready(self, deadline: float) -> None: ...
+    def node_status(self) -> Mapping[str, Any]:
+        """The node's status as the API server holds it (the Node's `status`, its JSON fields)."""
 
     @abstractmethod
     def node_command(self, argv: Sequence[str]) -> str:
@@ -80,6 +112,27 @@ class NodeKubelet(ABC):
         /configz below swallows every other error while the kubelet restarts."""
 
     # --- built on the above ----------------------------------------------------------------------
+
+    def node_clock(self) -> float:
+        """The node's own clock (seconds since the epoch), the one its kubelet stamps with."""
+        return float(self.node_command(refusal.CLOCK_COMMAND))
+
+    def wait_ready(self, deadline: float, since: float | None = None, kubelet_version: str | None = None) -> None:
+        """Until the node is Ready in a status posted at or after `since` (node clock; None:
+        any), by a kubelet of `kubelet_version` if given (ready_after); raises at `deadline`."""
+        last = "no answer yet"
+        while True:
+            self.check()
+            try:
+                last = ready_after(self.node_status(), since, kubelet_version) or ""
+                if not last:
+                    return
+            except Exception as e:  # noqa: BLE001 - the API server busy while the kubelet restarts
+                last = f"{type(e).__name__}: {str(e)[:200]}"
+            if time.monotonic() >= deadline:
+                raise KubeletConfigError(f"timed out waiting for the node to be Ready after its kubelet restarted;"
+                                         f" last seen: {last}")
+            time.sleep(self.ready_poll_seconds)
 
     def inside_view(self) -> str:
         """The node as it shows itself (INSIDE_VIEW)."""
@@ -100,6 +153,7 @@ class NodeKubelet(ABC):
 
     def restart_with(self, text: str, live: Callable[[dict[str, Any]], bool], what: str, timeout: float = 600) -> None:
         self.write_config(text)
+        since = self.node_clock()
         self.restart()
         self.progress(f"{what}: kubelet restarted, waiting for /configz and Ready")
         deadline = time.monotonic() + timeout
@@ -116,7 +170,7 @@ class NodeKubelet(ABC):
             time.sleep(2)
         else:
             raise KubeletConfigError(f"{what}: timed out waiting for /configz to show it; last: {last}")
-        self.wait_ready(deadline)
+        self.wait_ready(deadline, since)
 
     def restart_unchanged(self, timeout: float = 600) -> None:
         self.restart_with(self.read_config(), lambda live: True, "kubelet restart", timeout)
@@ -218,8 +272,7 @@ class NodeKubelet(ABC):
     def _restart_marks(self) -> tuple[float, str]:
         """Read before a restart: the node's clock, and the running kubelet's pid, whose lines
         after that (its shutdown) are not the new kubelet's."""
-        since = float(self.node_command(refusal.CLOCK_COMMAND))
-        return since, refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
+        return self.node_clock(), refusal.unit_state(self.node_command(refusal.unit_command())).get("MainPID", "")
 
     def _journal_since(self, since: float, old_pid: str) -> list[refusal.JournalLine]:
         """The unit's journal since `since`, without the lines of the process `old_pid`."""

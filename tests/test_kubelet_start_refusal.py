@@ -217,8 +217,11 @@ class StandInNode(NodeKubelet):
             raise ConnectionError("dial tcp 10.0.2.15:10250: connect: connection refused")
         return yaml.safe_load(self.file)
 
-    def wait_ready(self, deadline: float) -> None:
+    def wait_ready(self, deadline: float, since: float | None = None, kubelet_version: str | None = None) -> None:
         self.ready += 1
+
+    def node_status(self) -> dict[str, Any]:
+        return {}
 
     def node_command(self, argv: Sequence[str]) -> str:
         if argv[0] == self.broken:

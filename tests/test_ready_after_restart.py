@@ -33,3 +33,86 @@ def test_a_node_that_never_comes_back_fails_naming_what_was_found(monkeypatch: p
     with pytest.raises(NotReadyAfterRestart, match=r"node cp of c: not Ready and schedulable 0s after its kubelet"
                                                    r" restarted \(found: w=NoSwap\)"):
         ready_after_restart("kc", "kind", "c", lambda n: n.name == "cp", "node cp of c", seconds=0.1)
+
+
+# --- the Ready of the restarted kubelet, not the old one's (clusters/kubelet_config.py) ----------
+
+RESTART = 1_700_000_000.75  # the node's clock read just before the restart
+
+
+def status(ready: str, heartbeat: str, version: str = "v1.37.2") -> dict:
+    return {"conditions": [{"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": heartbeat},
+                           {"type": "Ready", "status": ready, "reason": "KubeletReady" if ready == "True" else
+                            "KubeletNotReady", "message": "", "lastHeartbeatTime": heartbeat}],
+            "nodeInfo": {"kubeletVersion": version}}
+
+
+OLD = "2023-11-14T22:13:15Z"  # RESTART - 5.75 s: the old kubelet's last heartbeat
+SAME_SECOND = "2023-11-14T22:13:20Z"  # RESTART floored
+NEW = "2023-11-14T22:13:23Z"
+
+
+@pytest.mark.parametrize(("answer", "since", "version", "said"), [
+    (status("True", OLD), RESTART, None, "heartbeat 2023-11-14T22:13:15Z is the kubelet's before the restart"),
+    (status("False", NEW), RESTART, None, "Ready=False (KubeletNotReady: )"),
+    (status("True", NEW), RESTART, None, None),
+    (status("True", SAME_SECOND), RESTART, None, None),
+    (status("True", OLD), None, None, None),  # no restart to be newer than: any Ready
+    (status("True", NEW, "v1.37.2"), RESTART, "v1.37.2+patch.abc", "kubelet v1.37.2 (not yet v1.37.2+patch.abc)"),
+    (status("True", "soon"), RESTART, None, "heartbeat 'soon' unreadable"),
+    ({"conditions": []}, RESTART, None, "no Ready condition"),
+])
+def test_ready_counts_from_the_restarted_kubelets_own_status(answer: dict, since: float | None, version: str | None,
+                                                            said: str | None) -> None:
+    from clusters.kubelet_config import ready_after
+
+    got = ready_after(answer, since, version)
+    assert got == said if said is None else said in (got or "")
+
+
+class RestartingNode:
+    """The API server's node status over a restart: the old kubelet's Ready first, then the new
+    kubelet's NotReady, then its Ready."""
+
+    def __new__(cls, answers: list[dict]):  # noqa: ANN204 - a NodeKubelet made here, its abstract methods filled
+        from clusters.kubelet_config import NodeKubelet
+
+        class Node(NodeKubelet):
+            ready_poll_seconds = 0.01
+            looks = 0
+
+            def read_config(self) -> str:
+                return "memorySwap: {swapBehavior: LimitedSwap}\n"
+
+            def write_config(self, text: str) -> None:
+                pass
+
+            def restart(self) -> None:
+                pass
+
+            def configz(self) -> dict:
+                return {}
+
+            def node_status(self) -> dict:
+                self.looks += 1
+                return answers[min(self.looks, len(answers)) - 1]
+
+            def node_command(self, argv) -> str:  # noqa: ANN001
+                return f"{RESTART}\n"
+
+        return Node()
+
+
+def test_a_restart_waits_past_the_old_kubelets_ready() -> None:
+    import time
+
+    node = RestartingNode([status("True", OLD), status("True", OLD), status("False", NEW), status("True", NEW)])
+    node.restart_with("memorySwap: {swapBehavior: LimitedSwap}\n", lambda live: True, "kubelet restart", timeout=5)
+    assert node.looks == 4
+    from clusters.kubelet_config import KubeletConfigError
+
+    stale = RestartingNode([status("True", OLD)])
+    t0 = time.monotonic()
+    with pytest.raises(KubeletConfigError, match="is the kubelet's before the restart"):
+        stale.wait_ready(time.monotonic() + 0.2, RESTART)
+    assert time.monotonic() - t0 < 5

@@ -46,10 +46,15 @@ class SwapNodeStandIn(NodeKubelet):
     def configz(self) -> dict[str, Any]:
         return yaml.safe_load(self.read_config())
 
-    def wait_ready(self, deadline: float) -> None:
+    def wait_ready(self, deadline: float, since: float | None = None, kubelet_version: str | None = None) -> None:
         pass
 
+    def node_status(self) -> dict[str, Any]:
+        return {}
+
     def node_command(self, argv: Sequence[str]) -> str:
+        if list(argv) == list(kubelet_refusal.CLOCK_COMMAND):
+            return "1700000000.5\n"
         if list(argv) == list(kubelet_refusal.PROC_SWAPS_COMMAND):
             if self.reads is not None:
                 if self.reads == 0:

@@ -442,11 +442,14 @@ def test_the_kubelet_wait_checks_the_node_each_round() -> None:
         def configz(self) -> dict:
             raise ConnectionError("the kubelet is restarting")  # swallowed by the wait
 
-        def wait_ready(self, deadline: float) -> None:
+        def wait_ready(self, deadline: float, since: float | None = None, kubelet_version: str | None = None) -> None:
             pass
 
+        def node_status(self) -> dict:
+            return {}
+
         def node_command(self, argv) -> str:  # noqa: ANN001
-            return ""
+            return "1700000000.5"
 
         def check(self) -> None:
             self.rounds += 1

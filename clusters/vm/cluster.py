@@ -23,7 +23,7 @@ import yaml
 
 from clusters import waits
 from clusters.cli import interrupts_raise
-from clusters.kubelet_config import KUBELET_CONFIG, NodeKubelet
+from clusters.kubelet_config import KUBELET_CONFIG, KubeletConfigError, NodeKubelet
 from workloads.cache import cache_root
 
 from . import build as _build
@@ -364,12 +364,17 @@ class VmCluster(Guest[VmState]):
     def get_node(self) -> Any:
         return self.core().read_node(self.node_name, _request_timeout=30)
 
+    def node_status(self) -> dict[str, Any]:
+        """The node's status as JSON (the client's models rename its fields)."""
+        raw = self.core().read_node(self.node_name, _request_timeout=30, _preload_content=False)
+        return json.loads(raw.data).get("status") or {}
+
     def configz(self) -> dict[str, Any]:
         raw = self.core().connect_get_node_proxy_with_path(self.node_name, "configz", _request_timeout=30,
                                                            _preload_content=False)
         return json.loads(raw.data)["kubeletconfig"]
 
-    def _wait_node_ready(self, deadline: float, since: float | None = None) -> None:
+    def _wait_node_ready(self, deadline: float) -> None:
         last = "no answer yet"
         while time.monotonic() < deadline:
             self.watch()
@@ -436,24 +441,15 @@ class VmCluster(Guest[VmState]):
         if rc != 0 or out.split()[0] != hashlib.sha256(data).hexdigest():
             raise VmClusterError(f"copying the kubelet into the guest failed (sha256 {out.strip()!r})")
         since = time.monotonic()
+        kubelet = self.kubelet()
+        restarted = kubelet.node_clock()
         self._check(["sh", "-c", 'chmod 0755 "$1" && systemctl stop kubelet && mv "$1" /usr/local/bin/kubelet'
                                  " && systemctl start kubelet", "sh", new])
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            self.watch()
-            try:
-                n = self.get_node()
-                last = n.status.node_info.kubelet_version
-                ready = any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-                if last == bins.k8s_version and ready:
-                    break
-            except Exception as e:  # noqa: BLE001 - the API server may blink while the kubelet restarts
-                last = f"{type(e).__name__}: {str(e)[:160]}"
-            time.sleep(2)
-        else:
+        try:
+            kubelet.wait_ready(time.monotonic() + timeout, restarted, kubelet_version=bins.k8s_version)
+        except KubeletConfigError as error:
             raise VmClusterError(f"the node did not come back Ready reporting kubelet {bins.k8s_version} within"
-                                 f" {timeout:.0f}s; last seen: {last}")
+                                 f" {timeout:.0f}s: {error}") from None
         st.k8s_version = bins.k8s_version
         self.save_state(st)
         self.k8s_version = bins.k8s_version
@@ -497,8 +493,8 @@ class GuestKubelet(NodeKubelet):
     def configz(self) -> dict[str, Any]:
         return self.vm.configz()
 
-    def wait_ready(self, deadline: float) -> None:
-        self.vm._wait_node_ready(deadline)
+    def node_status(self) -> dict[str, Any]:
+        return self.vm.node_status()
 
     def node_command(self, argv: Sequence[str]) -> str:
         return self.vm._check(list(argv), timeout=120)
