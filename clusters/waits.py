@@ -84,6 +84,9 @@ GO_INSTALL_KIND = Wait(0, clock=1800, what="go install of kind: its modules fetc
 KIND_CREATE = Wait(3600, what="kind create cluster (kubeadm may wait 40 minutes for an emulated control plane)")
 VM_KUBEADM_INIT = Wait(0, clock=2700, what="kubeadm init on the vm node (past its own 40-minute control-plane wait)")
 KIND_NODES_READY = Wait(600, what="after kind create: workers joining, an API server catching up")
+VM_BAKE_IMPORT = Wait(1200, what="the vm disk's bake boot: booting and containerd importing the image archives")
+VM_BAKE_POWEROFF = Wait(300, what="the bake boot's guest powering off after its sync (a disk whose guest had to be"
+                                  " killed is not kept)")
 KIND_EXPORT_LOGS = Wait(300, what="kind export logs of a cluster whose creation failed (journals of every node)")
 
 

@@ -19,14 +19,17 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
-from clusters import inputs
+from clusters import inputs, waits
 from clusters.versions import SUPPORTED
 from workloads.cache import cache_root
 
 from . import guestfiles
 from .build import cache_lock
+
+if TYPE_CHECKING:
+    from . import qemu
 
 Progress = Callable[[str], None]
 
@@ -337,6 +340,18 @@ def _prune(images: Path, keep: int) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _gone_within(paths: qemu.VmPaths, seconds: float) -> bool:
+    """Whether the guest's qemu exits (it does once the guest powered off) within `seconds`."""
+    from . import qemu
+
+    end = time.monotonic() + seconds
+    while qemu.read_pid(paths) is not None:
+        if time.monotonic() >= end:
+            return False
+        time.sleep(1)
+    return True
+
+
 def _bake(tmp: Path, root: Path, progress: Progress) -> None:
     """Boot the new disk once (no overlay) so containerd imports the image archives into it.
 
@@ -353,7 +368,7 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
                     memory_mb=2048, cpus=2, swap_mb=0, use_overlay=False, name="ksc-bake")
     agent = qemu.GuestAgent(paths.qga, watch=lambda: qemu.check_guest(paths))
     try:
-        deadline = time.monotonic() + 1200
+        deadline = time.monotonic() + waits.bound(waits.VM_BAKE_IMPORT)
         state = "agent not answering"
         while time.monotonic() < deadline:
             qemu.check_guest(paths)  # gone or stopped by QEMU: fail now, not at the deadline
@@ -373,9 +388,11 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
             agent.spawn(["systemctl", "poweroff"])
         except Exception:  # noqa: BLE001, S110 - the agent may die mid-answer
             pass
-        end = time.monotonic() + 180
-        while qemu.read_pid(paths) is not None and time.monotonic() < end:
-            time.sleep(1)
+        if not _gone_within(paths, waits.bound(waits.VM_BAKE_POWEROFF)):
+            # Killed, its filesystem was never unmounted: a base disk every later boot starts
+            # from must not be one whose journal still has to be replayed, or worse.
+            raise ImageError(f"bake boot: the guest did not power off within {waits.bound(waits.VM_BAKE_POWEROFF):.0f}s"
+                             f" after its sync; the disk is not kept (the build starts it again next time)")
     except qemu.GuestStopped as error:
         raise ImageError(f"bake boot: {error}") from None
     finally:
