@@ -421,3 +421,47 @@ def test_a_partial_run_says_so_in_the_docs(tmp_path: Path) -> None:
     assert "A partial run: 4 of the bench's 41 mutants." in page.read_text()
     docs.write(page, "v1.37.1", "table\n", "abc", ran=41, total=41)
     assert "partial" not in page.read_text()
+
+
+MUTANT = """# mutant: swap-rounded-up
+# wrong: the share is rounded up
+# area: formula
+# binaries: kubelet
+# tests: test_cgroup_limits
+# behaviors: LimitedSwap
+# not-applicable: 1.34: the code differs
+# expect: caught
+diff --git a/pkg/kubelet/x.go b/pkg/kubelet/x.go
+--- a/pkg/kubelet/x.go
++++ b/pkg/kubelet/x.go
+@@ -1 +1 @@
+-a
++b
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "same_build", "same_results"), [
+    ("# wrong: the share is rounded up", "# wrong: the LimitedSwap share is rounded up to a page", True, True),
+    ("# area: formula", "# area: formula\n# a comment of the author's", True, True),
+    ("# binaries: kubelet", "# binaries: kubelet, kube-apiserver", True, True),  # the build reads the source
+    ("# mutant: swap-rounded-up", "# mutant: swap-rounded-up-to-a-page", True, True),
+    ("# tests: test_cgroup_limits", "# tests: test_cgroup_limits or test_metrics", True, False),
+    ("# behaviors: LimitedSwap", "# behaviors: NoSwap,LimitedSwap", True, False),
+    ("# not-applicable: 1.34: the code differs", "# not-applicable: 1.34: the code differs\n"
+                                                  "# not-applicable: 1.35: so does this", True, False),
+    ("# expect: caught", "# expect: survived", True, False),
+    ("# area: formula", "# area: formula\n# feature-gates: WorkloadControlledSwap", False, False),
+    ("+b", "+c", False, False),
+])
+def test_a_mutants_build_and_results_follow_what_builds_and_runs_it_not_its_prose(
+        tmp_path: Path, old: str, new: str, same_build: bool, same_results: bool) -> None:
+    def mutant(text: str) -> model.Mutant:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}-m.patch"
+        path.write_text(text)
+        return model.Mutant(k8s_source.read_patch(path))
+
+    before, after = mutant(MUTANT), mutant(MUTANT.replace(old, new))
+    build = [k8s_source.release("v1.37.2", [m.patch.path]).build_id for m in (before, after)]
+    assert (build[0] == build[1]) is same_build
+    assert (before.content_hash == after.content_hash) is same_results
+    assert after.patch.diff.startswith("diff --git") and before.patch.header()["expect"] == "caught"

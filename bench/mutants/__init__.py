@@ -35,11 +35,14 @@ from pathlib import Path
 from pydantic import ConfigDict
 
 from clusters import inputs
-from clusters.vm.k8s_source import Patch, read_patch
+from clusters.vm.k8s_source import BUILD_KEYS, Patch, read_patch
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parents[1]  # a `# base:` path is relative to the project root
 SUITE_INPUTS = ("e2e", "workloads", "conftest.py")  # what decides the tests' verdicts
+
+# The header lines that choose a mutant's run and its expected verdict; its other lines are prose.
+RUN_KEYS = ("tests", "behaviors", "expect", "not-applicable")
 
 CAUGHT, SURVIVED, NOT_RUN = "caught", "SURVIVED", "NOT RUN"
 NOT_APPLICABLE = "n/a"  # not run on this release: its header says why (bench/mutants/releases.py)
@@ -88,10 +91,13 @@ class Mutant:
 
     @property
     def content_hash(self) -> str:
-        """Of the mutant and its base: a changed prototype re-runs its mutants."""
-        h = hashlib.sha256(self.patch.text.encode())
+        """Of what decides the mutant's result: its build (diff and base, as the build id hashes
+        them) and the header lines that choose its run and its expected verdict (RUN_KEYS). Its
+        prose (`mutant`, `wrong`, `area`, comments) is not in it, so correcting what a header says
+        of the bug keeps its kept results and its build."""
+        h = hashlib.sha256(self.patch.text_of(BUILD_KEYS + RUN_KEYS).encode())
         if self.base is not None:
-            h.update(self.base.read_bytes())
+            h.update(read_patch(self.base).build_text.encode())
         return h.hexdigest()[:12]
 
 

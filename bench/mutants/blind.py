@@ -14,9 +14,9 @@ but an older test only where every member extended that same test: otherwise one
 would be judged without a test that might have seen it. Mutants whose patches touch the same
 lines cannot share a build. Grouping is greedy, in the mutants' order.
 
-The tests are named here, not in the patch's header: the header is part of the build's identity
-(``KubernetesSource.build_id`` hashes the patch text), and a new line there would rebuild every
-mutant and drop every result kept for it.
+The tests are named here, not in the patch's header: a header's `tests:` line is what the mutant
+bench runs on the mutant (part of its kept results' key, `Mutant.content_hash`), and these are
+the tests the blind run leaves out.
 """
 from __future__ import annotations
 
@@ -137,10 +137,11 @@ def behaviors(group: Sequence[Mutant]) -> str:
 
 
 def key(group: Sequence[Mutant]) -> str:
-    """Of the group's patches (a changed mutant or base is another build)."""
+    """Of the group's build (a changed diff of a mutant or its base is another build; a header's
+    prose is not)."""
     h = hashlib.sha256()
     for p in patches_of(group):
-        h.update(p.read_bytes())
+        h.update(k8s_source.read_patch(p).build_text.encode())
     return h.hexdigest()[:12]
 
 

@@ -4,14 +4,15 @@ mistaken for the release's:
 
 * ``v1.37.1``                       the release as the Go module proxy serves it
 * ``v1.37.1+patch.<12 hex>``        the release with ``--k8s-patch`` files applied (hash of
-                                    their content, in order)
+                                    what builds them, in order: `Patch.build_text`)
 * ``<tag>+src.<12 hex>``            ``--k8s-source DIR`` (hash of the tree's Go sources)
 
 A patch is a unified diff in ``git diff`` form, paths relative to the kubernetes repository
 root, applied with ``patch -p1``. Files under ``staging/src/k8s.io/<module>/`` patch that
 staging module (a separate module on the proxy): its source is copied beside the main one and
-the build replaces it. Text before the first ``diff``/``---`` line is ignored (the mutant
-bench keeps its metadata there). Two header lines mean something to the node as well:
+the build replaces it. Text before the first ``diff``/``---`` line is ignored by patch(1) and
+by the build's id (the mutant bench keeps its metadata there), but for two header lines that
+mean something to the node as well:
 
 * ``# prototype: <what>``       the patch is a prototype written for this suite (e.g. of
                                 KEP-5359): every report names the build so, never as upstream
@@ -70,13 +71,33 @@ class Patch:
     def header(self) -> dict[str, str]:
         """``# key: value`` lines before the diff (the mutant bench's metadata)."""
         out: dict[str, str] = {}
-        for line in self.text.splitlines():
-            if line.startswith(("diff ", "--- ")):
-                break
+        for line in self.text[:len(self.text) - len(self.diff)].splitlines():
             m = re.match(r"#\s*([\w-]+):\s*(.*)", line)
             if m:
                 out[m.group(1).lower()] = m.group(2).strip()
         return out
+
+    @property
+    def diff(self) -> str:
+        """The patch from its first ``diff``/``---`` line: what patch(1) applies."""
+        m = re.search(r"^(diff |--- )", self.text, re.M)
+        return self.text[m.start():] if m else ""
+
+    def text_of(self, keys: tuple[str, ...]) -> str:
+        """The diff, after the header lines of these keys in a canonical form (`key: value`, as
+        they come, every one of a repeated key): what a hash of the patch is to change with.
+        Prose around them, a comment reworded, the header's other lines, change nothing."""
+        lines = []
+        for line in self.text[:len(self.text) - len(self.diff)].splitlines():
+            m = re.match(r"#\s*([\w-]+):\s*(.*)", line)
+            if m and m.group(1).lower() in keys:
+                lines.append(f"{m.group(1).lower()}: {m.group(2).strip()}\n")
+        return "".join(lines) + "\n" + self.diff
+
+    @property
+    def build_text(self) -> str:
+        """What decides the build and the node it runs on (its id hashes this)."""
+        return self.text_of(BUILD_KEYS)
 
 
     @property
@@ -122,7 +143,7 @@ class KubernetesSource:
         if self.patches:
             h = hashlib.sha256()
             for p in self.patches:
-                h.update(hashlib.sha256(p.text.encode()).digest())
+                h.update(hashlib.sha256(p.build_text.encode()).digest())
             return f"{self.release}+patch.{h.hexdigest()[:12]}"
         return self.release
 
@@ -258,6 +279,9 @@ def _copy_writable(src: Path, dst: Path) -> None:
                 p.chmod(p.stat().st_mode | 0o200)
     dst.chmod(dst.stat().st_mode | 0o200)
 
+
+# The header lines that change a build or its node (the rest is the mutant bench's, or prose).
+BUILD_KEYS = ("prototype", "feature-gates")
 
 # How a build applies each patch; whoever asks "does this apply?" asks it the same way.
 PATCH = ("patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-r", "-")
