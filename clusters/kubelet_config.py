@@ -59,8 +59,9 @@ def ready_after(status: Mapping[str, Any], since: float | None, kubelet_version:
     tryUpdateNodeStatus sends it whatever changed), its Ready condition's lastHeartbeatTime then
     on the node's clock. Until then the Ready the API server holds is the old kubelet's: taken
     for the new one's, a test would go on before the kubelet it restarted has said anything. The
-    heartbeat has whole seconds, so `since` is floored: only a heartbeat the old kubelet sent in
-    the very second of the restart would pass for the new one's."""
+    heartbeat has whole seconds, so `since` is floored: a status the old kubelet posted in that
+    second before the restart, or while it shut down, passes for the new one's (it reports every
+    5 minutes unless its status changes, so rarely)."""
     conditions = status.get("conditions") or []
     ready = next((c for c in conditions if c.get("type") == "Ready"), None)
     if ready is None:
@@ -170,7 +171,10 @@ class NodeKubelet(ABC):
             time.sleep(2)
         else:
             raise KubeletConfigError(f"{what}: timed out waiting for /configz to show it; last: {last}")
-        self.wait_ready(deadline, since)
+        try:
+            self.wait_ready(deadline, since)
+        except KubeletConfigError as error:
+            raise KubeletConfigError(f"{what}: {error}") from None
 
     def restart_unchanged(self, timeout: float = 600) -> None:
         self.restart_with(self.read_config(), lambda live: True, "kubelet restart", timeout)

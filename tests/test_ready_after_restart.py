@@ -87,8 +87,10 @@ class RestartingNode:
             def write_config(self, text: str) -> None:
                 pass
 
+            restarted = False
+
             def restart(self) -> None:
-                pass
+                self.restarted = True
 
             def configz(self) -> dict:
                 return {}
@@ -98,7 +100,8 @@ class RestartingNode:
                 return answers[min(self.looks, len(answers)) - 1]
 
             def node_command(self, argv) -> str:  # noqa: ANN001
-                return f"{RESTART}\n"
+                # the clock moves on: read after the restart, it would be past the new heartbeat
+                return f"{RESTART + (10 if self.restarted else 0)}\n"
 
         return Node()
 
@@ -115,4 +118,24 @@ def test_a_restart_waits_past_the_old_kubelets_ready() -> None:
     t0 = time.monotonic()
     with pytest.raises(KubeletConfigError, match="is the kubelet's before the restart"):
         stale.wait_ready(time.monotonic() + 0.2, RESTART)
+    with pytest.raises(KubeletConfigError, match=r"^kubelet restart: timed out waiting for the node to be Ready"):
+        RestartingNode([status("True", OLD)]).restart_with("x: 1\n", lambda live: True, "kubelet restart", timeout=0.2)
     assert time.monotonic() - t0 < 5
+
+
+def test_the_ready_wait_stops_when_the_node_is_gone() -> None:
+    import time
+
+    node = RestartingNode([status("True", OLD)])
+    looks = []
+
+    def check() -> None:
+        looks.append(1)
+        if len(looks) == 3:
+            raise RuntimeError("the node's guest stopped")
+
+    node.check = check
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="the node's guest stopped"):
+        node.wait_ready(time.monotonic() + 60, RESTART)
+    assert time.monotonic() - t0 < 10

@@ -41,8 +41,10 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parents[1]  # a `# base:` path is relative to the project root
 SUITE_INPUTS = ("e2e", "workloads", "conftest.py")  # what decides the tests' verdicts
 
-# The header lines that choose a mutant's run and its expected verdict; its other lines are prose.
-RUN_KEYS = ("tests", "behaviors", "expect", "not-applicable")
+# The header lines that choose a mutant's run (its tests and behaviors; `binaries`: a kubelet-only
+# mutant shares a VM and has only its kubelet swapped in), and where and what it is expected to be;
+# its other lines are prose.
+RUN_KEYS = ("tests", "behaviors", "binaries", "expect", "not-applicable")
 
 CAUGHT, SURVIVED, NOT_RUN = "caught", "SURVIVED", "NOT RUN"
 NOT_APPLICABLE = "n/a"  # not run on this release: its header says why (bench/mutants/releases.py)

@@ -6,14 +6,15 @@ which tests caught it; then the unmodified build (which must pass).
                             [--results-dir results] [--kept DIR]
 
 Each mutant runs ``pytest e2e --provider vm --k8s-version V --k8s-patch PATCH`` (one fresh VM,
-its build cached by release and patch content), restricted to the tests its header names
+its build cached by release and the patch's diff), restricted to the tests its header names
 (``# tests:``, as -k) on the behaviors it names, or the full suite when it names none. The
 release V is ``--k8s-version``, else $KSC_MUTANTS_RELEASE, else clusters/versions.py KUBERNETES;
 on another minor a mutant runs as its variant rebased there, or not at all where its header
 declares it not applicable (bench/mutants/releases.py): its row says n/a and why. Results are
-kept per release, patch content and suite version under ``<results-dir>/mutants/``: a second
-run resumes where the first stopped and re-runs a mutant only when its patch or the suite
-changed (or ``--rerun``).
+kept per release, patch (its diff and the header lines that choose its run, not its prose:
+``Mutant.content_hash``) and suite version under ``<results-dir>/mutants/``: a second run
+resumes where the first stopped and re-runs a mutant only when that or the suite changed (or
+``--rerun``).
 ``--kept DIR`` keeps them elsewhere (default ``<results-dir>/mutants``): a directory in the
 checkout, committed, lets a bench longer than one sitting resume on another machine.
 The unmodified release's baseline is the version matrix's gate-passed run of the same suite

@@ -31,8 +31,9 @@ from pathlib import Path
 
 from clusters.behaviors import ALL_BEHAVIORS
 from clusters.vm import k8s_source
+from clusters.vm.k8s_source import BUILD_KEYS
 
-from . import CAUGHT, NOT_APPLICABLE, NOT_RUN, SURVIVED, Mutant, Outcome
+from . import CAUGHT, NOT_APPLICABLE, NOT_RUN, RUN_KEYS, SURVIVED, Mutant, Outcome
 from .standing import BOTH
 
 Applies = Callable[[Sequence[Path]], bool]
@@ -137,11 +138,11 @@ def behaviors(group: Sequence[Mutant]) -> str:
 
 
 def key(group: Sequence[Mutant]) -> str:
-    """Of the group's build (a changed diff of a mutant or its base is another build; a header's
-    prose is not)."""
+    """Of the group's build and run: each patch's diff and the header lines that build or choose
+    its run (its behaviors decide the blind run's), not a header's prose."""
     h = hashlib.sha256()
     for p in patches_of(group):
-        h.update(k8s_source.read_patch(p).build_text.encode())
+        h.update(k8s_source.read_patch(p).text_of(BUILD_KEYS + RUN_KEYS).encode())
     return h.hexdigest()[:12]
 
 
