@@ -131,8 +131,8 @@ class NodeKubelet(ABC):
             except Exception as e:  # noqa: BLE001 - the API server busy while the kubelet restarts
                 last = f"{type(e).__name__}: {str(e)[:200]}"
             if time.monotonic() >= deadline:
-                raise KubeletConfigError(f"timed out waiting for the node to be Ready after its kubelet restarted;"
-                                         f" last seen: {last}")
+                posted = " in a status its restarted kubelet posted" if since is not None else ""
+                raise KubeletConfigError(f"timed out waiting for the node to be Ready{posted}; last seen: {last}")
             time.sleep(self.ready_poll_seconds)
 
     def inside_view(self) -> str:

@@ -375,22 +375,10 @@ class VmCluster(Guest[VmState]):
         return json.loads(raw.data)["kubeletconfig"]
 
     def _wait_node_ready(self, deadline: float) -> None:
-        last = "no answer yet"
-        while time.monotonic() < deadline:
-            self.watch()
-            try:
-                n = self.get_node()
-                conds = {c.type: c for c in (n.status.conditions or [])}
-                ready = conds.get("Ready")
-                swap = getattr(n.status.node_info, "swap", None)
-                last = f"Ready={ready.status if ready else None} ({ready.reason if ready else ''}: " \
-                       f"{(ready.message or '')[:120] if ready else ''}), swap={swap}"
-                if ready is not None and ready.status == "True":
-                    return
-            except Exception as e:  # noqa: BLE001 - API server still starting / restarting
-                last = f"{type(e).__name__}: {str(e)[:200]}"
-            time.sleep(3)
-        raise VmClusterError(f"timed out waiting for node {self.node_name} to be Ready; last seen: {last}")
+        try:
+            self.kubelet().wait_ready(deadline)
+        except KubeletConfigError as error:
+            raise VmClusterError(f"node {self.node_name}: {error}") from None
 
     def _wait_default_service_account(self, deadline: float) -> None:
         last = ""

@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
 from clusters import inputs, waits
 from clusters.versions import SUPPORTED
@@ -27,9 +27,6 @@ from workloads.cache import cache_root
 
 from . import guestfiles
 from .build import cache_lock
-
-if TYPE_CHECKING:
-    from . import qemu
 
 Progress = Callable[[str], None]
 
@@ -340,18 +337,6 @@ def _prune(images: Path, keep: int) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _gone_within(paths: qemu.VmPaths, seconds: float) -> bool:
-    """Whether the guest's qemu exits (it does once the guest powered off) within `seconds`."""
-    from . import qemu
-
-    end = time.monotonic() + seconds
-    while qemu.read_pid(paths) is not None:
-        if time.monotonic() >= end:
-            return False
-        time.sleep(1)
-    return True
-
-
 def _bake(tmp: Path, root: Path, progress: Progress) -> None:
     """Boot the new disk once (no overlay) so containerd imports the image archives into it.
 
@@ -388,7 +373,8 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
             agent.spawn(["systemctl", "poweroff"])
         except Exception:  # noqa: BLE001, S110 - the agent may die mid-answer
             pass
-        if not _gone_within(paths, waits.bound(waits.VM_BAKE_POWEROFF)):
+        pid = qemu.read_pid(paths)
+        if pid is not None and not qemu.wait_gone(pid, waits.bound(waits.VM_BAKE_POWEROFF)):
             # Killed, its filesystem was never unmounted: a base disk every later boot starts
             # from must not be one whose journal still has to be replayed, or worse.
             raise ImageError(f"bake boot: the guest did not power off within {waits.bound(waits.VM_BAKE_POWEROFF):.0f}s"

@@ -652,7 +652,7 @@ def stop_qemu(paths: VmPaths, timeout: float = 20) -> bool:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 break
-        if _wait_gone(pid, 5 if sig != signal.SIGKILL else timeout):
+        if wait_gone(pid, 5 if sig != signal.SIGKILL else timeout):
             break
     try:  # reap if it is our child
         os.waitpid(pid, os.WNOHANG)
@@ -665,7 +665,8 @@ def stop_qemu(paths: VmPaths, timeout: float = 20) -> bool:
     return True
 
 
-def _wait_gone(pid: int, secs: float) -> bool:
+def wait_gone(pid: int, secs: float) -> bool:
+    """Whether process `pid` exits (or is left a zombie) within `secs`."""
     end = time.monotonic() + secs
     while time.monotonic() < end:
         if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
