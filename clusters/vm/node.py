@@ -57,6 +57,18 @@ PROBE_PATCH = {
 # vCPUs their schedulers' spinning was much of what an idle API server did.
 ONE_GO_THREAD = {"GOMAXPROCS": "1"}
 
+# kubeadm's waits (v1beta4 timeouts) on a node whose control plane may be emulated; the kind
+# node image's kubeadm shim gives kind's v1beta3 configs the same (clusters/vm/nodeimage.py).
+KUBEADM_TIMEOUTS = {
+    "controlPlaneComponentHealthCheck": "40m0s",
+    "kubeletHealthCheck": "20m0s",
+    # an emulated node's API server on a slow host first answered after 9-10 minutes
+    "kubernetesAPICall": "30m0s",
+    "etcdAPICall": "10m0s",
+    "tlsBootstrap": "20m0s",
+    "discovery": "20m0s",
+}
+
 
 def kubeadm_images(kubeadm: Path, k8s_version: str) -> dict[str, str]:
     """Component name (kube-apiserver, etcd, pause, ...) -> image ref kubeadm expects."""
@@ -170,15 +182,7 @@ def kubeadm_config(k8s_version: str, behavior: str, build_gates: Sequence[str] =
         },
         "skipPhases": ["addon/coredns", "addon/kube-proxy"],
         "patches": {"directory": PATCHES_DIR},
-        "timeouts": {
-            "controlPlaneComponentHealthCheck": "40m0s",
-            "kubeletHealthCheck": "20m0s",
-            # an emulated node's API server on a slow host first answered after 9-10 minutes
-            "kubernetesAPICall": "30m0s",
-            "etcdAPICall": "10m0s",
-            "tlsBootstrap": "20m0s",
-            "discovery": "20m0s",
-        },
+        "timeouts": dict(KUBEADM_TIMEOUTS),
     }
     cluster = {
         "apiVersion": "kubeadm.k8s.io/v1beta4",

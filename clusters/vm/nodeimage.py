@@ -305,6 +305,51 @@ metadata:
 provisioner: kubernetes.io/host-path
 """
 
+KUBEADM = "/usr/local/bin/kubeadm"
+KUBEADM_SHIM = "/usr/local/sbin/kubeadm"  # before /usr/local/bin on the PATH kind's `docker exec` gets
+KIND_KUBEADM_CONFIG = "/kind/kubeadm.conf"
+
+
+def kubeadm_shim(real: str = KUBEADM, config: str = KIND_KUBEADM_CONFIG,
+                 timeouts: dict[str, str] | None = None) -> str:
+    """The kubeadm kind runs in this node image: for `kubeadm init|join` on a config kind wrote in
+    v1beta3 (node images before 1.36) that points kubeadm at this image's patches (the
+    emulated-host profile does, nothing else), the config is first migrated to v1beta4 by that
+    kubeadm itself and given the profile's waits. Decision 0032: v1beta3 cannot set kubeadm's
+    API-call budget, whose built-in 1 min starts with the kubelet, and an emulated control plane
+    answers later than that. Anything else is the real kubeadm, untouched. The kubeadm documents
+    are replaced; every other document (the KubeletConfiguration under test among them) is kept
+    byte for byte."""
+    waits = timeouts or node.KUBEADM_TIMEOUTS
+    edits = " ".join(f"-e 's/^  {key}: .*/  {key}: {value}/'" for key, value in waits.items())
+    checks = "\n".join(f"  grep -q '^  {key}: {value}$' \"$new\" || fail 'no timeouts.{key} in the migrated config'"
+                       for key, value in waits.items())
+    return f"""#!/bin/sh
+set -eu
+real={real}
+config={config}
+fail() {{ echo "kubeadm shim: $*" >&2; exit 1; }}
+case "${{1:-}}" in init|join) ;; *) exec "$real" "$@" ;; esac
+if [ -f "$config" ] && grep -q '^apiVersion: kubeadm.k8s.io/v1beta3$' "$config" \\
+    && grep -q '^  directory: {node.PATCHES_DIR}$' "$config"; then
+  old="$config.v1beta3" new="$config.v1beta4"
+  cp "$config" "$old"
+  "$real" config migrate --old-config "$old" --new-config "$new" >&2
+  sed -i {edits} "$new"
+{checks}
+  # the documents that are not kubeadm's, as kind wrote them
+  awk 'function flush() {{ if (doc != "" && !kubeadm) printf "---\\n%s", doc; doc = ""; kubeadm = 0 }}
+       /^---$/ {{ flush(); next }}
+       /^apiVersion: kubeadm[.]k8s[.]io\\// {{ kubeadm = 1 }}
+       {{ doc = doc $0 "\\n" }}
+       END {{ flush() }}' "$old" >> "$new"
+  mv "$new" "$config"
+  echo "kubeadm shim: $config migrated to kubeadm.k8s.io/v1beta4 with the emulated profile's waits (was $old)" >&2
+fi
+exec "$real" "$@"
+"""
+
+
 # kind gives systemd 30 s to reach multi-user.target, measured from `docker run`; on a loaded
 # host (tests running in another cluster) every unit on the way counts. So containerd is not
 # wanted by the target (the kubelet wants it; the image import starts it early, off the
@@ -312,7 +357,7 @@ provisioner: kubernetes.io/host-path
 UNITS = guestfiles.Units(
     enable={"multi-user.target.wants": ("kubelet.service", "ksc-images.service")},
     executables=("usr/local/bin/entrypoint", "usr/local/sbin/ksc-kubelet-cgroups", "usr/local/sbin/ksc-images-import",
-                 "usr/local/sbin/ksc-bake"),
+                 "usr/local/sbin/ksc-bake", KUBEADM_SHIM.lstrip("/")),
     dirs=("var/lib/kubelet", "etc/kubernetes/manifests", "etc/cni/net.d", "opt/cni/bin", "kind"),
     mask=("apt-daily.timer", "apt-daily-upgrade.timer", "systemd-binfmt.service", "getty@tty1.service",
           "console-getty.service", "systemd-networkd-wait-online.service",
@@ -402,6 +447,7 @@ def node_files(pause_ref: str) -> dict[str, bytes]:
         "etc/systemd/system/ksc-images.service": IMAGES_UNIT,
         "usr/local/sbin/ksc-images-import": guestfiles.images_script(IMAGES_DIR),
         "usr/local/sbin/ksc-bake": BAKE_SCRIPT,
+        KUBEADM_SHIM.lstrip("/"): kubeadm_shim(),
         "etc/sysctl.d/90-ksc.conf": SYSCTLS,
         "kind/manifests/default-storage.yaml": STORAGE_MANIFEST,
     }
