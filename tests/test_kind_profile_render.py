@@ -173,7 +173,7 @@ def test_the_node_images_kubeadm_gives_kinds_v1beta3_config_the_profiles_waits(
         config.parent.mkdir()
         kinds = _render(kind_render, tmp_path, pin, True, role)
         config.write_text(kinds)
-        args = [str(config) if a == "CONFIG" else a.replace("CONFIG", str(config)) for a in args]
+        args = [a.replace("CONFIG", str(config)) for a in args]
         done = _run_shim(tmp_path, real, config, *args)
         assert done.returncode == 0, done.stderr
         migrated = config.read_text()

@@ -310,8 +310,7 @@ KUBEADM_SHIM = "/usr/local/sbin/kubeadm"  # before /usr/local/bin on the PATH ki
 KIND_KUBEADM_CONFIG = "/kind/kubeadm.conf"
 
 
-def kubeadm_shim(real: str = KUBEADM, config: str = KIND_KUBEADM_CONFIG,
-                 timeouts: dict[str, str] | None = None) -> str:
+def kubeadm_shim(real: str = KUBEADM, config: str = KIND_KUBEADM_CONFIG) -> str:
     """The kubeadm kind runs in this node image: for `kubeadm init|join` on a config kind wrote in
     v1beta3 (node images before 1.36) that points kubeadm at this image's patches (the
     emulated-host profile does, nothing else), the config is first migrated to v1beta4 by that
@@ -320,7 +319,7 @@ def kubeadm_shim(real: str = KUBEADM, config: str = KIND_KUBEADM_CONFIG,
     answers later than that. Anything else is the real kubeadm, untouched. The kubeadm documents
     are replaced; every other document (the KubeletConfiguration under test among them) is kept
     byte for byte."""
-    waits = timeouts or node.KUBEADM_TIMEOUTS
+    waits = node.KUBEADM_TIMEOUTS
     edits = " ".join(f"-e 's/^  {key}: .*/  {key}: {value}/'" for key, value in waits.items())
     checks = "\n".join(f"  grep -q '^  {key}: {value}$' \"$new\" || fail 'no timeouts.{key} in the migrated config'"
                        for key, value in waits.items())
