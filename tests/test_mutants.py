@@ -466,3 +466,51 @@ def test_a_mutants_build_and_results_follow_what_builds_and_runs_it_not_its_pros
     assert (build[0] == build[1]) is same_build
     assert (before.content_hash == after.content_hash) is same_results
     assert after.patch.diff.startswith("diff --git") and before.patch.header()["expect"] == "caught"
+
+
+# --- --build-only: the runs' builds, readied beside a running VM ---------------------------------
+
+def test_build_only_builds_what_the_runs_would_and_nothing_boots(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Each base's unmodified build, then each mutant without a standing kept result, in the
+    bench's own order and on the release's form of each mutant; a failed build is said and the
+    next goes on (exit 1); nothing is claimed, booted or run."""
+    from bench.mutants import __main__ as bench
+    from bench.mutants import standing
+
+    built: list[tuple[str, ...]] = []
+
+    def build_all(source, progress=print):
+        built.append(tuple(p.path.name for p in source.patches))
+        if source.patches and source.patches[-1].path.name.startswith("20-"):
+            raise RuntimeError("go build ./cmd/kubelet: exit status 1\nmore")
+    monkeypatch.setattr(bench.vbuild, "build_all", build_all)
+    for costly in ("claim", "SharedVm", "run_one"):
+        monkeypatch.setattr(bench, costly, lambda *a, **kw: pytest.fail("the build-only bench went past building"))
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    m19 = next(m for m in model.load(model.HERE) if m.patch.path.name.startswith("19-"))
+    build = k8s_source.release(versions.KUBERNETES, m19.patches).build_id
+    standing_result = model.Outcome(m19.name, build, model.CAUGHT, failed=["test_x"], suite=model.suite_hash(bench.ROOT))
+    standing.mutant_path(kept, m19, versions.KUBERNETES, "vm").write_text(standing_result.to_json())
+    argv = ["--build-only", "--kept", str(kept), "--results-dir", str(tmp_path / "results"),
+            "--k8s-version", versions.KUBERNETES]
+    names = ("19-summary-swap-available-is-limit", "20-resource-metrics-drop-node-swap", "21-swap-capacity-in-kib",
+             "33-wcs-guaranteed-ignores-limits-swap")
+    for n in names:
+        argv += ["--mutant", n]
+
+    assert bench.main(argv) == cli.Exit.FAILED
+    base = "kep-5359.patch"
+    assert built == [(), (base,), (names[1] + ".patch",), (names[2] + ".patch",), (base, names[3] + ".patch")]
+    err = capsys.readouterr().err
+    assert "build(s) failed: resource-metrics-drop-node-swap" in err
+    assert "exit status 1" in err and "more" not in err  # the error's first line, not its log
+    assert not (tmp_path / "results" / "mutants").exists()  # no run directory: nothing ran
+
+
+def test_build_only_refuses_what_only_a_run_takes(capsys) -> None:
+    from bench.mutants import __main__ as bench
+
+    for extra in (["--docs", "docs/mutants.md"], ["--fresh-vm"], ["--baseline-only"], ["--", "-x"]):
+        assert bench.main(["--build-only", *extra]) == cli.Exit.USAGE, extra
+        assert "not for --build-only" in capsys.readouterr().err

@@ -392,6 +392,51 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
     return cli.Exit.OK if all(o.verdict == model.SURVIVED for o in ran) else cli.Exit.FAILED
 
 
+def builds(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable],
+           suite: str, keep: Path) -> list[tuple[str, list[Path]]]:
+    """(name, patches) of each build the bench's runs would make and not find kept: each base's
+    unmodified build (the release's is every patched build's first step anyway), then each mutant
+    whose kept result does not stand, or with --blind each group's."""
+    mutants = [f for f in forms if isinstance(f, model.Mutant)]
+    bases = list(dict.fromkeys(m.base for m in mutants)) or [None]
+    out = [(f"baseline-{b.stem}" if b is not None else "baseline", [b] if b is not None else []) for b in bases]
+    if a.blind:
+        found = blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env()))
+        return out + [(f"blind-{blind.key(g)}", blind.patches_of(g)) for g in found]
+    if a.baseline_only:
+        return out
+    return out + [(m.name, m.patches) for m in mutants
+                  if a.rerun or standing.kept_result(keep, m, a.release, a.provider, suite, lambda line: None) is None]
+
+
+def build_ahead(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable]) -> int:
+    """--build-only: every build of ``builds`` into the cache the runs read (vm: the binaries, the
+    disk is made at boot; kind: the node image, loaded at its run). A build that fails is said and
+    the next goes on; exit 1 if any failed."""
+    keep = a.kept or a.results_dir / "mutants"
+    todo = builds(a, forms, model.suite_hash(ROOT), keep)
+    _say(f"build only: {len(todo)} build(s) of {a.release} for --provider {a.provider}")
+    failed: list[str] = []
+    for i, (name, patches) in enumerate(todo, 1):
+        source = k8s_source.release(a.release, patches)
+        t0 = time.monotonic()
+        try:
+            if a.provider == "kind":
+                from clusters.vm import nodeimage
+
+                nodeimage.build_node_image(source, progress=_say)
+            else:
+                vbuild.build_all(source, progress=_say)
+        except Exception as error:  # noqa: BLE001 - one build's failure is its row, the next goes on
+            failed.append(name)
+            _say(f"[{i}/{len(todo)}] {name}: build {source.build_id} FAILED: {str(error).splitlines()[0][:300]}")
+            continue
+        _say(f"[{i}/{len(todo)}] {name}: {source.build_id} ready ({time.monotonic() - t0:.0f} s)")
+    if failed:
+        _say(f"{len(failed)} build(s) failed: {', '.join(failed)} (their runs will say NOT RUN)")
+    return cli.Exit.FAILED if failed else cli.Exit.OK
+
+
 def _could_not_test(junit: Path) -> tuple[list[str], frozenset[str]]:
     """What the run could not test, read as the version matrix reads a cell's (bench/cells.py):
     the skips the release gate would not accept (e2e/verdict.py accepted_skip), and the tests
@@ -429,6 +474,10 @@ def parser() -> cli.Parser:
                       help="instead: was the suite blind to these mutants before their own tests? Each group of"
                            " mutants with tests of their own (bench/mutants/blind.py) runs on one build carrying"
                            " them all, on the whole suite without those tests; each must survive")
+    ap.add_argument("--build-only", action="store_true",
+                    help="only build what the runs would need (each mutant's Kubernetes, or with --blind each group's;"
+                         " vm: its binaries, kind: its node image), cached, and stop; nothing boots. Beside a running"
+                         " VM, at low priority (nice -n 19), it readies the next bench's builds")
     ap.add_argument("--rerun", action="store_true", help="run again even where a kept result matches")
     ap.add_argument("--results-dir", type=inputs.output_directory, default=ROOT / "results")
     ap.add_argument("--kept", type=inputs.output_directory, default=None, metavar="DIR",
@@ -471,9 +520,15 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant | releases.NotApplicabl
         if given:
             raise cli.UsageError(f"{given[0]} is for --provider vm (the bench's VMs); --provider kind runs on the kind"
                                  f" host DOCKER_HOST names: drop {given[0]}")
-        if not os.environ.get("DOCKER_HOST"):
+        if not os.environ.get("DOCKER_HOST") and not a.build_only:
             raise cli.NotReady("--provider kind needs the kind host's DOCKER_HOST:"
                                " eval \"$(python -m clusters.vm kind-host up)\"")
+    if a.build_only:
+        given = [f for f, v in (("--docs", a.docs), ("--fresh-vm", a.fresh_vm), ("--state-dir", a.state_dir),
+                                ("--baseline-only", a.baseline_only), ("pytest arguments after --", a.pytest_args))
+                 if v]
+        if given:
+            raise cli.UsageError(f"{given[0]} is not for --build-only (it builds, and nothing runs): drop {given[0]}")
     if a.blind:
         given = [f for f, v in (("--docs", a.docs), ("--fresh-vm", a.fresh_vm)) if v]
         if given:
@@ -532,6 +587,8 @@ def _main(a: argparse.Namespace) -> int:
         raise cli.UsageError(f"--patches {a.patches}: no *.patch in it")
     if a.blind and not any(f.name in blind.OWN_TESTS for f in forms):
         raise cli.UsageError("--blind: none of these mutants has tests of its own (bench/mutants/blind.py OWN_TESTS)")
+    if a.build_only:
+        return build_ahead(a, forms)
     shared = SharedVm(a.state_dir, a.release)
     refused = claim(shared.state_dir) if a.provider == "vm" else None
     if refused:
