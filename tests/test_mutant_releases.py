@@ -108,9 +108,37 @@ def test_every_declaration_names_supported_minors_and_why() -> None:
     declared = {m.name: releases.not_applicable(m.patch) for m in MUTANTS}
     for name, minors in declared.items():
         for minor, reason in minors.items():
+            if minor in releases.PROVIDERS:
+                continue  # below
             assert minor in versions.SUPPORTED, f"{name}: not applicable to {minor}, which is not supported"
             assert len(reason) >= 20, f"{name}: {reason!r} says too little"
     assert any(declared.values()), "no mutant declared not applicable anywhere"
+
+
+def test_a_provider_is_declared_only_where_the_gate_accepts_its_tests_skip_there() -> None:
+    """A mutant is not applicable to a provider only where its tests cannot reach a verdict on
+    that provider's nodes by design: its `# tests:` is exactly one test whose skip the release
+    gate accepts for the node's topology (e2e/verdict.py TOPOLOGY_SKIPS), named in the reason,
+    and the other provider runs it."""
+    from e2e import verdict
+
+    skips = {name: value for name, value in vars(verdict).items()
+             if isinstance(value, str) and value in verdict.TOPOLOGY_SKIPS}
+    seen = 0
+    for m in MUTANTS:
+        for where, reason in releases.not_applicable(m.patch).items():
+            if where not in releases.PROVIDERS:
+                continue
+            seen += 1
+            named = [n for n in skips if n in reason]
+            assert len(named) == 1, f"{m.name}: on {where}: the reason names no skip of TOPOLOGY_SKIPS ({sorted(skips)})"
+            module, test = verdict.TOPOLOGY_SKIPS[skips[named[0]]]
+            assert m.tests == test, f"{m.name}: its tests ({m.tests}) are not {module}.{test} alone: others may run"
+            others = set(releases.PROVIDERS) - set(releases.not_applicable(m.patch))
+            assert others, f"{m.name}: not applicable to every provider"
+            assert isinstance(releases.on(m, versions.KUBERNETES, where), releases.NotApplicable)
+            assert releases.on(m, versions.KUBERNETES, others.pop()) is m
+    assert seen, "no mutant declared for a provider: this test checks nothing"
 
 
 def _mutant(directory: Path, name: str, extra: str = "", diff: str = DIFF) -> model.Mutant:
@@ -121,13 +149,18 @@ def _mutant(directory: Path, name: str, extra: str = "", diff: str = DIFF) -> mo
 
 def test_not_applicable_lines_are_read_and_a_malformed_one_refused(tmp_path: Path) -> None:
     m = _mutant(tmp_path, "x", "# not-applicable: 1.34, 1.35: the code path is newer\n"
-                               "# not-applicable: 1.36: a release defect hides it\n")
+                               "# not-applicable: 1.36: a release defect hides it\n"
+                               "# not-applicable: vm: its test skips there\n")
     assert releases.not_applicable(m.patch) == {"1.34": "the code path is newer", "1.35": "the code path is newer",
-                                                "1.36": "a release defect hides it"}
+                                                "1.36": "a release defect hides it", "vm": "its test skips there"}
+    assert releases.on(m, "v1.37.2", "vm") == releases.NotApplicable(m, "v1.37.2", "on vm: its test skips there")
+    assert releases.on(m, "v1.37.2", "kind") is m and releases.on(m, "v1.37.2") is m
+    assert releases.on(m, "v1.36.5", "kind").reason == "a release defect hides it"
     after_the_diff = _mutant(tmp_path, "y", diff=DIFF + "# not-applicable: 1.34: in the diff, not the header\n")
     assert releases.not_applicable(after_the_diff.patch) == {}
     for line in ("# not-applicable: 1.34 the reason without a colon", "# not-applicable: 1.34:",
-                 "# not-applicable: v1.34.12: a release, not a minor", "# not-applicable: 1.34, 1.34: twice"):
+                 "# not-applicable: v1.34.12: a release, not a minor", "# not-applicable: 1.34, 1.34: twice",
+                 "# not-applicable: docker: not a provider of the bench"):
         bad = _mutant(tmp_path, "z", line + "\n")
         with pytest.raises(k8s_source.SourceError, match=str(bad.patch.path)):
             releases.not_applicable(bad.patch)
@@ -291,6 +324,14 @@ def test_the_docs_keep_every_releases_section(tmp_path: Path) -> None:
     assert rows == ["| v1.34.12 | 1/1 | 0 | no baseline run | 2026-12-02 | `ccc` |",
                     "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` |"]
     assert list(docs.sections(page)) == ["v1.34.12", "v1.37.1"] and "bbb" not in page.read_text()
+    # a run on kind is a section of its own beside the release's, which stays
+    docs.write(page, "v1.34.12", model.table([caught], None, "2026-12-03", "v1.34.12"), "ddd", 1, 41, "kind")
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| v1.")]
+    assert rows == ["| v1.34.12 | 1/1 | 0 | no baseline run | 2026-12-02 | `ccc` |",
+                    "| v1.34.12 on kind | 1/1 | 0 | no baseline run | 2026-12-03; partial: 1 of 41 mutants | `ddd` |",
+                    "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` |"]
+    assert list(docs.sections(page)) == ["v1.34.12", "v1.34.12-kind", "v1.37.1"]
+    assert "### v1.34.12 on kind\n" in page.read_text()
 
 
 def _cell(cells: Path, behavior: str, **fields) -> None:

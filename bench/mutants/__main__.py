@@ -550,7 +550,9 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant | releases.NotApplicabl
         if missing:
             raise cli.UsageError(f"--mutant: no mutant named {', '.join(sorted(missing))} in {a.patches}")
     try:  # a malformed `# not-applicable:` line, or a variant that contradicts one: now, not mid-run
-        forms = [releases.on(m, a.release) for m in mutants]
+        # A blind run is the rest of the suite, which any provider runs: a mutant's own tests
+        # needing another provider does not keep it out.
+        forms = [releases.on(m, a.release, None if a.blind else a.provider) for m in mutants]
     except k8s_source.SourceError as error:
         raise cli.UsageError(str(error)) from None
     if a.pytest_args:
@@ -640,7 +642,7 @@ def _main(a: argparse.Namespace) -> int:
     table = text()
     (a.results_dir / "mutants.md").write_text(table)
     if a.docs is not None:
-        docs.write(a.docs, a.release, table, suite, len(results), len(model.load(a.patches)))
+        docs.write(a.docs, a.release, table, suite, len(results), len(model.load(a.patches)), a.provider)
     print(table, end="")
     _say(f"bench took {(time.monotonic() - started) / 60:.1f} min; table in {a.results_dir / 'mutants.md'}")
     alarms = any(b.failed or b.errors for b in baselines)

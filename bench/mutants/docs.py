@@ -1,9 +1,12 @@
-"""The generated block of docs/mutants.md: per release, the newest run of the bench on it.
+"""The generated block of docs/mutants.md: per release (and provider), the newest run of the
+bench on it.
 
 ``python -m bench.mutants --docs FILE`` replaces its release's section of the block and leaves
 the other releases' sections as they are, then writes the block's summary again from every
 section: one row per release (caught/ran, not applicable, false alarms, the run's date and suite
-version). A section is the bench's own table of that run, never edited by hand:
+version). The vm provider's section is the release's own (``v1.37.1``); another provider's is
+beside it (``v1.37.1-kind``): a mutant not applicable to vm runs there. A section is the bench's
+own table of that run, never edited by hand:
 
     <!-- mutants:begin -->
     ...summary...
@@ -19,7 +22,7 @@ from pathlib import Path
 
 BEGIN = "<!-- mutants:begin -->"
 END = "<!-- mutants:end -->"
-SECTION = re.compile(r"<!-- mutants:(v1\.\d+\.\d+):begin -->\n(.*?)<!-- mutants:\1:end -->\n", re.S)
+SECTION = re.compile(r"<!-- mutants:(v1\.\d+\.\d+(?:-kind)?):begin -->\n(.*?)<!-- mutants:\1:end -->\n", re.S)
 # what a section's text says, as the bench wrote it (table() and section()); the older form of the
 # last line (without "on RELEASE" and the not-applicable count) is read as 0 not applicable
 _CAUGHT = re.compile(r"^caught (\d+)/(\d+) mutants(?: on \S+)?(?:, (\d+) not applicable)?, (\d+) false alarms"
@@ -49,11 +52,22 @@ def section(release: str, table_text: str, suite: str, ran: int | None = None, t
     """One run's section: the suite version it ran and, where it took only some of the bench's
     mutants, how many; then the bench's table."""
     part = f"A partial run: {ran} of the bench's {total} mutants. " if ran is not None and total and ran < total else ""
-    return f"### {release}\n\n{part}Suite version `{suite}` {SUITE_NOTE}.\n\n{table_text.rstrip()}\n"
+    return f"### {title(release)}\n\n{part}Suite version `{suite}` {SUITE_NOTE}.\n\n{table_text.rstrip()}\n"
 
 
-def _version(release: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in release[1:].split("."))
+def key(release: str, provider: str = "vm") -> str:
+    """The section of a run on ``release`` and ``provider``."""
+    return release if provider == "vm" else f"{release}-{provider}"
+
+
+def title(section_key: str) -> str:
+    release, _, provider = section_key.partition("-")
+    return f"{release} on {provider}" if provider else release
+
+
+def _version(section_key: str) -> tuple[tuple[int, ...], str]:
+    release, _, provider = section_key.partition("-")
+    return tuple(int(n) for n in release[1:].split(".")), provider
 
 
 def summary_row(release: str, body: str) -> str:
@@ -66,7 +80,7 @@ def summary_row(release: str, body: str) -> str:
         score = na = alarms = "?"
     run = (date.group(1) if date else "?") + (f"; partial: {partial.group(1)} of {partial.group(2)} mutants"
                                               if partial else "")
-    return f"| {release} | {score} | {na} | {alarms} | {run} | `{suite.group(1) if suite else '?'}` |"
+    return f"| {title(release)} | {score} | {na} | {alarms} | {run} | `{suite.group(1) if suite else '?'}` |"
 
 
 def render(by_release: dict[str, str]) -> str:
@@ -86,11 +100,11 @@ def render(by_release: dict[str, str]) -> str:
 
 
 def write(path: Path, release: str, table_text: str, suite: str, ran: int | None = None,
-          total: int | None = None) -> None:
-    """Replace ``release``'s section of the page's block with this run's, keep the others, and
-    write the summary again."""
+          total: int | None = None, provider: str = "vm") -> None:
+    """Replace the section of ``release`` on ``provider`` in the page's block with this run's, keep
+    the others, and write the summary again."""
     start, end = block(path)
     text = path.read_text(encoding="utf-8")
     by_release = sections(path)
-    by_release[release] = section(release, table_text, suite, ran, total)
+    by_release[key(release, provider)] = section(key(release, provider), table_text, suite, ran, total)
     path.write_text(text[:start] + render(by_release) + text[end:], encoding="utf-8")

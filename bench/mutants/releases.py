@@ -14,6 +14,10 @@ mutant breaks, the mutant's header says so, one line per reason:
 
     # not-applicable: 1.34, 1.35, 1.36: <why, in one line>
 
+A provider whose nodes cannot run the mutant's tests to a verdict (the gate accepts their skip
+there) is declared the same way, by its name: ``# not-applicable: vm: <why>``; the mutant then
+runs on the other provider (the bench's ``--provider``).
+
 Declared data, never guessed at run time: tests/test_mutant_releases.py checks each against the
 source of every supported pin (the mutant or its variant applies exactly, else it is declared).
 """
@@ -28,6 +32,7 @@ from clusters.vm.k8s_source import Patch, SourceError, read_patch
 
 REBASED = "rebased"  # beside the mutants: rebased/<minor>/<file name>
 MINOR = re.compile(r"1\.\d+")
+PROVIDERS = ("vm", "kind")  # the bench's --provider choices
 _LINE = re.compile(r"#\s*not-applicable:\s*(.*)")
 
 
@@ -53,9 +58,9 @@ def minor_of(release: str) -> str:
 
 
 def not_applicable(patch: Patch) -> dict[str, str]:
-    """The minors a mutant declares itself not applicable to (``# not-applicable:`` lines before
-    the diff), each with its reason. A line that does not read "MINOR[, MINOR ...]: reason" is a
-    SourceError naming the file: a typo must not turn a mutant off silently."""
+    """The minors and providers a mutant declares itself not applicable to (``# not-applicable:``
+    lines before the diff), each with its reason. A line that does not read "MINOR-OR-PROVIDER[,
+    ...]: reason" is a SourceError naming the file: a typo must not turn a mutant off silently."""
     out: dict[str, str] = {}
     for line in patch.text.splitlines():
         if line.startswith(("diff ", "--- ")):
@@ -65,11 +70,12 @@ def not_applicable(patch: Patch) -> dict[str, str]:
             continue
         minors, sep, reason = match.group(1).partition(": ")
         named = [m.strip() for m in minors.split(",")]
-        if not sep or not reason.strip() or not all(MINOR.fullmatch(m) for m in named):
-            raise SourceError(f"{patch.path}: {line!r} does not read '# not-applicable: 1.34, 1.35: <reason>'")
+        if not sep or not reason.strip() or not all(MINOR.fullmatch(m) or m in PROVIDERS for m in named):
+            raise SourceError(f"{patch.path}: {line!r} does not read '# not-applicable: 1.34, 1.35: <reason>'"
+                              f" (or a provider, {' or '.join(PROVIDERS)}, for a minor)")
         for minor in named:
             if minor in out:
-                raise SourceError(f"{patch.path}: minor {minor} is declared not applicable twice")
+                raise SourceError(f"{patch.path}: {minor} is declared not applicable twice")
             out[minor] = reason.strip()
     return out
 
@@ -78,19 +84,21 @@ def variant_path(mutant: Mutant, minor: str) -> Path:
     return mutant.patch.path.parent / REBASED / minor / mutant.patch.path.name
 
 
-def on(mutant: Mutant, release: str) -> Mutant | NotApplicable:
-    """What the bench runs of ``mutant`` on ``release``: its rebased variant for the release's
-    minor where there is one, the mutant itself where there is none, or NotApplicable where its
-    header says so. Both a variant and a declaration for one minor contradict each other: a
-    SourceError."""
+def on(mutant: Mutant, release: str, provider: str | None = None) -> Mutant | NotApplicable:
+    """What the bench runs of ``mutant`` on ``release`` (and ``provider``; None: any): its rebased
+    variant for the release's minor where there is one, the mutant itself where there is none, or
+    NotApplicable where its header says so of the minor or the provider. Both a variant and a
+    declaration for one minor contradict each other: a SourceError."""
     minor = minor_of(release)
-    declared = not_applicable(mutant.patch).get(minor)
+    declared = not_applicable(mutant.patch)
     variant = variant_path(mutant, minor)
-    if declared is not None and variant.exists():
+    if minor in declared and variant.exists():
         raise SourceError(f"{mutant.patch.path}: declared not applicable to {minor}, and rebased onto it ({variant}):"
                           " keep one")
-    if declared is not None:
-        return NotApplicable(mutant, release, declared)
+    if minor in declared:
+        return NotApplicable(mutant, release, declared[minor])
+    if provider in declared:
+        return NotApplicable(mutant, release, f"on {provider}: {declared[provider]}")
     return Mutant(read_patch(variant)) if variant.exists() else mutant
 
 

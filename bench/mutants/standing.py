@@ -122,7 +122,7 @@ def standing(keep: Path, release: str, provider: str, suite: str, patches: Path 
     (``cells``) for its baseline, by the rules the bench reuses them by. Mutants of a prototype
     (``# base:``) are the prototype's, not the release's, and are left out, as their baselines are."""
     verdicts = {model.CAUGHT: 0, model.SURVIVED: 0, None: 0}
-    forms = [releases.on(m, release) for m in model.load(patches) if m.base is None]
+    forms = [releases.on(m, release, provider) for m in model.load(patches) if m.base is None]
     runnable = [f for f in forms if isinstance(f, model.Mutant)]
     for form in runnable:
         o = kept_result(keep, form, release, provider, suite)
