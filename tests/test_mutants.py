@@ -514,3 +514,23 @@ def test_build_only_refuses_what_only_a_run_takes(capsys) -> None:
     for extra in (["--docs", "docs/mutants.md"], ["--fresh-vm"], ["--baseline-only"], ["--", "-x"]):
         assert bench.main(["--build-only", *extra]) == cli.Exit.USAGE, extra
         assert "not for --build-only" in capsys.readouterr().err
+
+
+def test_build_only_with_blind_builds_each_group_after_the_release(tmp_path: Path, monkeypatch) -> None:
+    from bench.mutants import __main__ as bench
+    from bench.mutants import blind
+
+    built: list[tuple[str, ...]] = []
+    monkeypatch.setattr(bench.vbuild, "build_all", lambda source, progress=print: built.append(
+        tuple(p.path.name for p in source.patches)))
+    # 49 touches the lines another touches: it builds alone
+    monkeypatch.setattr(blind, "applies_on", lambda release, env: lambda patches: len(patches) == 1 or not any(
+        p.name.startswith("49-") for p in patches))
+    argv = ["--build-only", "--blind", "--results-dir", str(tmp_path)]
+    for n in ("42-resize-judges-the-allocated-pod-only", "48-node-swap-gate-not-locked",
+              "49-pod-cgroups-swap-within-memory-limit", "53-wcs-accepted-without-its-gate", "58-wcs-allocated-skips-init-containers"):
+        argv += ["--mutant", n]
+    assert bench.main(argv) == cli.Exit.OK
+    assert built == [(), ("42-resize-judges-the-allocated-pod-only.patch", "48-node-swap-gate-not-locked.patch"),
+                     ("49-pod-cgroups-swap-within-memory-limit.patch",),
+                     ("kep-5359.patch", "53-wcs-accepted-without-its-gate.patch", "58-wcs-allocated-skips-init-containers.patch")]

@@ -396,13 +396,13 @@ def builds(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
            suite: str, keep: Path) -> list[tuple[str, list[Path]]]:
     """(name, patches) of each build the bench's runs would make and not find kept: each base's
     unmodified build (the release's is every patched build's first step anyway), then each mutant
-    whose kept result does not stand, or with --blind each group's."""
+    whose kept result does not stand; with --blind the release's, then each group's."""
     mutants = [f for f in forms if isinstance(f, model.Mutant)]
+    if a.blind:  # no baseline runs; the release's build is every patched build's first step
+        found = blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env()))
+        return [("release", []), *((f"blind-{blind.key(g)}", blind.patches_of(g)) for g in found)]
     bases = list(dict.fromkeys(m.base for m in mutants)) or [None]
     out = [(f"baseline-{b.stem}" if b is not None else "baseline", [b] if b is not None else []) for b in bases]
-    if a.blind:
-        found = blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env()))
-        return out + [(f"blind-{blind.key(g)}", blind.patches_of(g)) for g in found]
     if a.baseline_only:
         return out
     return out + [(m.name, m.patches) for m in mutants
