@@ -177,20 +177,31 @@ def holding(ws: Workspace) -> dict[str, int]:
     return needs
 
 
-def settled_moment(watch: EvictionWatch, needs: dict[str, int]) -> Moment:
-    """The first look whose /stats/summary shows every pod holding what it allocated, and a node
-    sample taken since: the summary is refreshed every 10-15 s, container by container, and a
-    stale one ranks a pod by its usage before it filled (seen: a hog ranked within its request),
-    or gives the node's available memory from before a pod filled (the threshold would then be
-    too high by what that pod holds). A node sample that changed after a look showed every pod
-    holding was taken after they all held."""
-    seen: dict[str, int | None] = {}
+def swapped_out(ws: Workspace) -> dict[str, int]:
+    """What /stats/summary must show each designed pod holding in swap once it has filled: the
+    hog's allocation past its limit, which memory.max keeps out of RAM (none under NoSwap, where
+    it stays below its limit)."""
+    hog = next(d for d in DESIGNED if d.name == "hog")
+    return {f"{ws.namespace}/hog": max(0, allocation(hog, ws.node) - HOG_LIMIT)}
+
+
+def settled_moment(watch: EvictionWatch, needs: dict[str, int], swap_needs: dict[str, int]) -> Moment:
+    """The first look whose /stats/summary shows every pod holding what it allocated, in RAM and
+    in swap, and a node sample taken since: the summary is refreshed every 10-15 s, container by
+    container, and a stale one ranks a pod by its usage before it filled (a hog ranked within its
+    request; a hog whose working set had reached its limit while the rest of its allocation was
+    still going out to swap, so that its swap did not yet outweigh the peer's lead), or gives the
+    node's available memory from before a pod filled (the threshold would then be too high by
+    what that pod holds). A node sample that changed after a look showed every pod holding was
+    taken after they all held."""
+    seen: dict[str, tuple[int | None, int | None]] = {}
     full: list[Moment] = []
 
     def probe() -> Moment | None:
         moment = watch.poll()
-        seen.update({k: moment.working_set.get(k) for k in needs})
-        if not all((moment.working_set.get(k) or 0) >= need for k, need in needs.items()):
+        seen.update({k: (moment.working_set.get(k), moment.swap.get(k)) for k in needs})
+        if not (all((moment.working_set.get(k) or 0) >= need for k, need in needs.items())
+                and all((moment.swap.get(k) or 0) >= need for k, need in swap_needs.items())):
             return None
         if not full:
             full.append(moment)
@@ -198,7 +209,7 @@ def settled_moment(watch: EvictionWatch, needs: dict[str, int]) -> Moment:
         return moment if moment.node_memory != full[0].node_memory else None
 
     return wait_for("/stats/summary to show every pod's allocation, and a node sample since", probe, SETTLE_SECONDS,
-                    lambda: f"working sets {seen}, at least {needs}; node memory"
+                    lambda: f"(working set, swap) {seen}, at least {needs} and swap {swap_needs}; node memory"
                             f" {full[0].node_memory if full else 'not looked at yet'}")
 
 
@@ -301,8 +312,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
         designed = deploy_designed(ws, priority_classes)
     hog = f"{ws.namespace}/hog"
     watch = EvictionWatch(ws.observer)
-    needs = holding(ws)
-    settled = settled_moment(watch, needs)
+    settled = settled_moment(watch, holding(ws), swapped_out(ws))
     ws.record.phase("settled")
 
     # The signal the plan rests on, against what the node really has: an inflated availableBytes

@@ -64,6 +64,10 @@ class World:
         self.hard = False  # a hard memory.available threshold: allocatable's signal is watched too
         self.reserved = 0  # systemReserved memory: the pods cgroup's limit is capacity minus it
         self.stale_pods_stats = False
+        # the summary's first looks at a pod show half its swap: its working set had reached its
+        # limit while the rest of its allocation was still going out to swap (seen on kind)
+        self.swap_lag_summaries = 0
+        self.created_at_summary: dict[str, int] = {}
         self.restarted_at = 0.0
         self.first_observed: float | None = None  # thresholdsFirstObservedAt
         self.last_sync = 0.0
@@ -198,6 +202,7 @@ class World:
             {"name": c["name"], "containerID": f"containerd://{uid[:8]}{i}", "state": {"running": {}}}
             for i, c in enumerate(spec["containers"])]}
         self.pods[key] = manifest
+        self.created_at_summary[key] = self.summaries
         command = spec["containers"][0]["command"]
         target = int(command[command.index("--target") + 1]) if "--target" in command else 0
         limit = (spec["containers"][0].get("resources") or {}).get("limits", {}).get("memory")
@@ -228,8 +233,12 @@ class World:
         return {"node": {"memory": {k: v for k, v in self.sample.items() if k != "pods"}, "swap": {"swapUsageBytes": sum(self.swap[k] for k in active)},
                          "systemContainers": [pods]},
                 "pods": [{"podRef": {"namespace": k.split("/")[0], "name": k.split("/")[1]},
-                          "memory": {"workingSetBytes": self.ws[k]}, "swap": {"swapUsageBytes": self.swap[k]}}
+                          "memory": {"workingSetBytes": self.ws[k]}, "swap": {"swapUsageBytes": self.reported_swap(k)}}
                          for k in active if self.has_stats(k)]}
+
+    def reported_swap(self, key: str) -> int:
+        filling = self.summaries - self.created_at_summary.get(key, 0) <= self.swap_lag_summaries
+        return self.swap[key] // 2 if filling else self.swap[key]
 
 
 class Response:
@@ -381,10 +390,11 @@ class Request:
 
 
 def run(behavior: str, host: str, mutant: str | None, monkeypatch: pytest.MonkeyPatch, gate: bool = False,
-        test: Any = None, stale_pods_stats: bool = False) -> World:
+        test: Any = None, stale_pods_stats: bool = False, swap_lag_summaries: int = 0) -> World:
     """One run of `test` (default: the ranking test) against a simulated node and kubelet."""
     world = World(behavior, host, mutant)
     world.stale_pods_stats = stale_pods_stats
+    world.swap_lag_summaries = swap_lag_summaries
     monkeypatch.setattr(time, "monotonic", world.clock.monotonic)
     monkeypatch.setattr(time, "sleep", world.clock.sleep)
     node = SwapNode(behavior, "fake", "c", "kc", "node-1", "v1.37.1", "6.12.0", world.capacity, world.capacity,
@@ -441,6 +451,20 @@ def test_a_peer_the_hogs_swap_cannot_overtake_could_not_test_and_fails_a_gate(mo
     monkeypatch.setattr(test_eviction, "peer_allocation", lambda node: 220 * Mi)
     with pytest.raises(pytest.fail.Exception, match=r"\[gate\] at settle the hog's swap did not outweigh the peer's lead"):
         run("LimitedSwap", "vm", None, monkeypatch, gate=True)
+
+
+@pytest.mark.parametrize("mutant", [None, "ranks-with-swap"])
+def test_the_settle_waits_for_the_hogs_swap_not_only_its_working_set(mutant: str | None,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary that shows the hog at its limit while half of what it put past it has reached
+    swap would have the peer's lead look unbeatable (a gate failure on a correct kubelet): the
+    settle waits for the hog's swap too, and the order then tells a kubelet that ranks with swap."""
+    if mutant is None:
+        world = run("LimitedSwap", "kind", None, monkeypatch, gate=True, swap_lag_summaries=12)
+        assert "ns/peer" in evicted(world) and "ns/hog" in evicted(world)
+    else:
+        with pytest.raises(AssertionError, match=r"observed \['low-big', 'low-small', 'above', 'hog', 'peer'"):
+            run("LimitedSwap", "kind", mutant, monkeypatch, gate=True, swap_lag_summaries=12)
 
 
 def test_without_the_grace_period_a_correct_kubelet_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
