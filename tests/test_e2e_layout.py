@@ -50,6 +50,16 @@ def test_no_test_module_imports_another() -> None:
     assert not {name: found for name, found in offenders.items() if found}, offenders
 
 
+def test_nothing_else_of_the_suite_imports_a_test_module() -> None:
+    """What a test module's verdicts depend on is it and the suite's shared code: the mutant
+    bench keeps a result while those are unchanged (bench/mutants suite_hash with only_tests)."""
+    others = [p for d in ("e2e", "workloads") for p in sorted((REPO / d).rglob("*.py"))
+              if p not in TEST_MODULES] + [REPO / "conftest.py"]
+    assert len(others) >= 20, others
+    offenders = {str(p.relative_to(REPO)): imported_test_modules(p.read_text()) for p in others}
+    assert not {name: found for name, found in offenders.items() if found}, offenders
+
+
 CLAIM_CHARS = 250
 
 

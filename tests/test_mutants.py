@@ -106,6 +106,51 @@ def test_suite_hash_is_pinned_so_every_python_computes_the_same(tmp_path: Path) 
     assert model.suite_hash(tmp_path) == "93f49d4434be"
 
 
+def test_a_scoped_suite_hash_follows_what_the_run_took_in(tmp_path: Path) -> None:
+    """Of a run of test_a alone: test_b's code is not in it, its name is (a new or removed test
+    module changes it); the shared code and test_a are."""
+    tree = suite_tree(tmp_path, {"e2e/test_a.py": "def test(): pass\n", "e2e/test_b.py": "def test(): pass\n",
+                                 "e2e/oracle.py": "X = 1\n", "conftest.py": ""})
+    scoped, full = model.suite_hash(tree, ["test_a.py"]), model.suite_hash(tree)
+    assert scoped != full and model.suite_hash(tree, ["test_a.py", "test_b.py"]) == full
+    (tree / "e2e" / "test_b.py").write_text("def test(): assert 0\n")
+    assert model.suite_hash(tree, ["test_a.py"]) == scoped and model.suite_hash(tree) != full
+    for path, text in (("e2e/test_a.py", "def test(): assert 0\n"), ("e2e/oracle.py", "X = 2\n"),
+                       ("e2e/test_c.py", "def test(): pass\n")):
+        before = (tree / path).read_text() if (tree / path).exists() else None
+        (tree / path).write_text(text)
+        assert model.suite_hash(tree, ["test_a.py"]) != scoped, path
+        (tree / path).unlink() if before is None else (tree / path).write_text(before)
+    assert model.suite_hash(tree, ["test_a.py"]) == scoped
+
+
+def test_a_kept_result_stands_while_what_its_run_took_in_is_unchanged(tmp_path: Path) -> None:
+    """A result scoped to the modules its selection collected stands after a change to another
+    test module, not after one to its own, to shared code, or when its -k now reaches a new test
+    elsewhere; a result without a scope stands only for its whole suite."""
+    from bench.mutants import standing
+
+    tree = suite_tree(tmp_path, {"e2e/test_a.py": "def test_alpha(): pass\n",
+                                 "e2e/test_b.py": "def test_beta(): pass\n", "e2e/shared.py": "X = 1\n"})
+    o = standing.scope(model.Outcome("m", "b", model.CAUGHT, suite=model.suite_hash(tree)), ["-k", "alpha"], tree)
+    assert (o.modules, o.collect_args) == (["test_a.py"], ["-k", "alpha"])
+    unscoped = model.Outcome("m", "b", model.CAUGHT, suite=o.suite)
+    (tree / "e2e" / "test_b.py").write_text("def test_beta(): assert 0\n")
+    now = model.suite_hash(tree)
+    assert now != o.suite and standing.stands(o, now, tree) and not standing.stands(unscoped, now, tree)
+    for path, text in (("e2e/test_b.py", "def test_beta(): pass\ndef test_alphabet(): pass\n"),  # -k alpha reaches it
+                       ("e2e/test_a.py", "def test_alpha(): assert 0\n"), ("e2e/shared.py", "X = 2\n")):
+        before = (tree / path).read_text()
+        (tree / path).write_text(text)
+        standing._collected.cache_clear()
+        assert not standing.stands(o, model.suite_hash(tree), tree), path
+        (tree / path).write_text(before)
+    standing._collected.cache_clear()
+    assert standing.stands(o, model.suite_hash(tree), tree)
+    broken = standing.scope(model.Outcome("m", "b", model.CAUGHT, suite="x"), ["--no-such-option"], tree)
+    assert broken.modules == [] and not standing.stands(broken, "y", tree)  # collection failed: no scope
+
+
 def test_suite_hash_counts_a_non_python_file_by_its_bytes(tmp_path: Path) -> None:
     stress = "workloads/stress.c"
     before = model.suite_hash(suite_tree(tmp_path, {stress: "/* a */ int main(void) { return 0; }\n"}))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -107,18 +108,25 @@ def load(directory: Path = HERE) -> list[Mutant]:
     return [Mutant(read_patch(p)) for p in sorted(Path(directory).glob("*.patch"))]
 
 
-def suite_hash(root: Path) -> str:
+def suite_hash(root: Path, only_tests: Collection[str] | None = None) -> str:
     """Hash of what decides the verdicts: a mutant's result, and a matrix cell, is kept only while
     it is unchanged. A Python file counts by its code (see `_code_of`), any other file by its
-    bytes."""
+    bytes. With ``only_tests`` (test modules' file names, e2e/test_*.py): of what a run of only
+    those modules took in, every other test module counted by its name alone (a test module
+    imports no other, and nothing else imports one: tests/test_e2e_layout.py)."""
     h = hashlib.sha256()
     for name in SUITE_INPUTS:
         base = root / name
         files = sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
             if base.is_dir() else [base]
         for p in files:
-            h.update(str(p.relative_to(root)).encode() + b"\0" + _code_of(p) + b"\0")
+            left_out = only_tests is not None and is_test_module(p, root) and p.name not in only_tests
+            h.update(str(p.relative_to(root)).encode() + b"\0" + (b"" if left_out else _code_of(p)) + b"\0")
     return h.hexdigest()[:12]
+
+
+def is_test_module(path: Path, root: Path) -> bool:
+    return path.parent == root / "e2e" and path.name.startswith("test_") and path.suffix == ".py"
 
 
 def _code_of(path: Path) -> bytes:
@@ -173,6 +181,12 @@ class Outcome:
     detail: str = ""  # why NOT RUN; the first failure message otherwise
     suite: str = ""
     exit_code: int | None = None
+    # What the run took in, so that a change to a test module it did not run leaves it standing
+    # (bench/mutants/standing.py stands): pytest's selection arguments, the test modules they
+    # collected, and suite_hash of those alone.
+    collect_args: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    scoped: str = ""
 
     # read back strictly (clusters/inputs.py): a kept file of another shape is refused, by name
     __pydantic_config__ = ConfigDict(strict=True, extra="forbid")

@@ -283,6 +283,12 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
     return out
 
 
+def scope_args(a: argparse.Namespace, selection: list[str], behaviors: str | None) -> list[str]:
+    """pytest's arguments that chose what a run of the bench took in (run_one's, less those that
+    only say where it runs), for the result's scope (standing.scope)."""
+    return ["--provider", a.provider, *selection, *a.pytest_args, "--behaviors", behaviors or standing.BOTH]
+
+
 def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | None, suite: str, keep: Path,
               runs: Path, share_all: bool, shared: SharedVm) -> model.Outcome:
     """The unmodified build of these mutants (the release, or the release with their base),
@@ -294,7 +300,8 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
     kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else standing.baseline_path(keep, a.release,
                                                                                                        a.provider)
     o = kept_outcome(kept) if not a.rerun else None
-    stale = o is None or o.suite != suite or o.verdict == model.NOT_RUN or not standing.covers(o, label, behaviors)
+    stale = o is None or not standing.stands(o, suite) or o.verdict == model.NOT_RUN \
+        or not standing.covers(o, label, behaviors)
     # A matrix run of the release is the full suite, with no pytest arguments: it stands for a
     # baseline that adds none (-k only narrows it). A prototype's build (release + base) is no
     # matrix cell's.
@@ -312,6 +319,7 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
                     a.pytest_args, shared if share_all else None, patches, state_dir=shared.state_dir,
                     release=a.release)
         o.suite = suite
+        standing.scope(o, scope_args(a, selection, behaviors))
         kept.write_text(o.to_json())
     else:
         _say(f"{name}: kept result ({len(o.failed) + len(o.errors)} failed), suite {suite} unchanged")
@@ -351,6 +359,7 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
         shared.down()
         o = run(None)
     o.suite = suite
+    standing.scope(o, scope_args(a, selection, m.behaviors))
     kept.write_text(o.to_json())
     caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
     _say(f"[{i}/{total}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
@@ -373,7 +382,7 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
         selection, label = blind.selection(group, a.k, a.pytest_args)
         kept = keep / f"{name}-{a.release}-{a.provider}.json"
         o = None if a.rerun else standing.read(kept, _say)
-        if o is not None and o.suite == suite and o.verdict != model.NOT_RUN and o.selection == label:
+        if o is not None and standing.stands(o, suite) and o.verdict != model.NOT_RUN and o.selection == label:
             _say(f"[{i}/{len(groups)}] {name}: kept result ({o.verdict}), suite {suite} unchanged")
         else:
             _say(f"[{i}/{len(groups)}] {name}: {', '.join(m.name for m in group)} together, on {label}")
@@ -382,6 +391,7 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
                         out_dir, a.pytest_args, None, state_dir=shared.state_dir, release=a.release)
             o = blind.judged(o, *_could_not_test(out_dir / "junit.xml"))
             o.suite = suite
+            standing.scope(o, scope_args(a, selection, blind.behaviors(group)))
             kept.write_text(o.to_json())
         done.append((group, o))
         _say(f"[{i}/{len(groups)}] {name}: {blind.verdict(o)}")

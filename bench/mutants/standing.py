@@ -3,8 +3,11 @@ unmodified build's baseline and each mutant's verdict on the current suite. The 
 page shows it per minor (bench/matrix.py)."""
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +20,45 @@ KEPT = model.HERE.parents[1] / "docs" / "measurements" / "mutant-results"  # the
 MATRIX_CELLS = model.HERE.parents[1] / "docs" / "measurements" / "matrix-cells"  # bench.matrix's --kept in the checkout
 BOTH = "NoSwap,LimitedSwap"
 _FULL = re.compile(r"full suite on ([\w,]+)")
+
+
+def collected_modules(args: Sequence[str], root: Path = model.PROJECT) -> list[str] | None:
+    """The test modules (e2e/test_*.py names) pytest collects with these selection arguments in
+    the checkout at ``root``; None where it cannot say (collection failed or timed out)."""
+    argv = [sys.executable, "-m", "pytest", "e2e", "--collect-only", "-q", "-p", "no:cacheprovider", *args]
+    try:
+        done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode not in (0, 5):  # 5: nothing collected
+        return None
+    return sorted({line.split("::", 1)[0].rsplit("/", 1)[-1] for line in done.stdout.splitlines() if "::" in line})
+
+
+def scope(o: model.Outcome, args: Sequence[str], root: Path = model.PROJECT) -> model.Outcome:
+    """Record on a fresh result what its run took in (``stands`` reads it back); nothing where
+    collection cannot say, and the result then stands only for its whole suite."""
+    modules = collected_modules(args, root)
+    if modules:
+        o.collect_args, o.modules, o.scoped = list(args), modules, model.suite_hash(root, modules)
+    return o
+
+
+def stands(o: model.Outcome, suite: str, root: Path = model.PROJECT) -> bool:
+    """A kept result is of this suite: the same whole suite, or, where it recorded its scope, the
+    same code in everything its run took in, which its selection still collects exactly. A change
+    to a test module the run did not take in leaves it standing; one that the selection now also
+    reaches (a new test its -k names) does not."""
+    if o.suite == suite:
+        return True
+    if not (o.modules and o.scoped) or o.scoped != model.suite_hash(root, o.modules):
+        return False
+    return _collected(tuple(o.collect_args), root) == o.modules
+
+
+@functools.lru_cache(maxsize=None)
+def _collected(args: tuple[str, ...], root: Path) -> list[str] | None:
+    return collected_modules(args, root)
 
 
 def read(path: Path, say: Callable[[str], None] | None = None) -> model.Outcome | None:
@@ -40,7 +82,7 @@ def kept_result(keep: Path, m: model.Mutant, release: str, provider: str, suite:
     build = k8s_source.release(release, m.patches).build_id
     for path in (mutant_path(keep, m, release, provider), keep / f"{m.name}-{m.content_hash}-{provider}.json"):
         o = read(path, say)
-        if o is not None and o.build == build and o.suite == suite and o.verdict != model.NOT_RUN:
+        if o is not None and o.build == build and o.verdict != model.NOT_RUN and stands(o, suite):
             return o
     return None
 
@@ -130,7 +172,7 @@ def standing(keep: Path, release: str, provider: str, suite: str, patches: Path 
     b = read(baseline_path(keep, release, provider))
     _, label, behaviors = baseline_selection(runnable, None)
     # the baseline the whole bench would take: of this suite and every test these mutants name
-    if b is None or b.suite != suite or b.verdict == model.NOT_RUN or not covers(b, label, behaviors):
+    if b is None or not stands(b, suite) or b.verdict == model.NOT_RUN or not covers(b, label, behaviors):
         b = from_matrix(cells, release, provider, behaviors, suite)
     if b is None:
         baseline = "not run"
