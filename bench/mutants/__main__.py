@@ -322,7 +322,7 @@ def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | N
         standing.scope(o, scope_args(a, selection, behaviors))
         kept.write_text(o.to_json())
     else:
-        _say(f"{name}: kept result ({len(o.failed) + len(o.errors)} failed), suite {suite} unchanged")
+        _say(f"{name}: kept result ({len(o.failed) + len(o.errors)} failed), what it ran unchanged on suite {suite}")
     return o
 
 
@@ -333,7 +333,7 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
     kept = standing.mutant_path(keep, m, a.release, a.provider)
     o = None if a.rerun else standing.kept_result(keep, m, a.release, a.provider, suite, _say)
     if o is not None:
-        _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), suite {suite} unchanged")
+        _say(f"[{i}/{total}] {m.name}: kept result ({o.verdict}), what it ran unchanged on suite {suite}")
         return o
     selection, label = standing.selection(a.k, m.tests)
     _say(f"[{i}/{total}] {m.name}: {m.wrong} ({label})")
@@ -383,7 +383,7 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
         kept = keep / f"{name}-{a.release}-{a.provider}.json"
         o = None if a.rerun else standing.read(kept, _say)
         if o is not None and standing.stands(o, suite) and o.verdict != model.NOT_RUN and o.selection == label:
-            _say(f"[{i}/{len(groups)}] {name}: kept result ({o.verdict}), suite {suite} unchanged")
+            _say(f"[{i}/{len(groups)}] {name}: kept result ({o.verdict}), what it ran unchanged on suite {suite}")
         else:
             _say(f"[{i}/{len(groups)}] {name}: {', '.join(m.name for m in group)} together, on {label}")
             out_dir = runs / f"{name}-{a.release}-{a.provider}"
