@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters import commands, inputs, versions
+from clusters import commands, diskspace, inputs, versions
 from clusters.checks import Check
 from clusters.kernel import kernel_supports_noswap
 from workloads.cache import CACHE_VARIABLES, writable_cache_root
@@ -361,12 +361,19 @@ def remote_host_checks(host: DockerHost, files: tuple[str, str] | None, clusters
 
 # --- the cache directory -----------------------------------------------------------------------
 
-def check_cache_dir() -> Check:
+def check_cache_dir(free: Callable[[Path], int] = diskspace.free_bytes) -> Check:
+    """Writable, with room for what a run may write there (diskspace.MIN_FREE_BYTES)."""
     try:
-        return Check("cache directory", True, str(writable_cache_root()))
+        root = writable_cache_root()
     except OSError as error:
         return Check("cache directory", False, error.strerror or str(error),
                      f"export KSC_CACHE_DIR=/a/writable/dir (it moves every cache; see {CACHE_VARIABLES})")
+    room = free(root)
+    lack = diskspace.problem(root, diskspace.MIN_FREE_BYTES, room)
+    if lack:
+        said, _, fix = lack.partition("; ")
+        return Check("cache directory", False, said, fix)
+    return Check("cache directory", True, f"{root} ({room / GiB:.0f} GiB free)")
 
 
 # --- the node image ----------------------------------------------------------------------------

@@ -202,15 +202,15 @@ def _install(a: argparse.Namespace) -> bool:
 
 
 def _cache() -> Path:
-    from workloads.cache import writable_cache_root
+    """The cache root, writable and with room (the run's own preflight check), else PreflightError."""
+    from clusters.checks import PreflightError
+    from clusters.preflight import check_cache_dir
+    from workloads.cache import cache_root
 
-    try:
-        return writable_cache_root()
-    except OSError as error:
-        from clusters.checks import Check, PreflightError
-
-        raise PreflightError([Check("cache directory", False, error.strerror or str(error),
-                                    "export KSC_CACHE_DIR=/a/writable/dir")]) from None
+    checked = check_cache_dir()
+    if not checked.ok:
+        raise PreflightError([checked])
+    return cache_root()
 
 
 def _kind_host_main(a: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from clusters import versions
+from clusters import diskspace, versions
 from workloads.cache import cache_root
 
 from . import k8s_source
@@ -140,8 +140,12 @@ class Component:
     extra_dirs: dict[str, dict[str, str]] = field(default_factory=dict)
     # runs in the wrapper module's directory before the first `go build` (a patched source tree)
     prepare: Callable[[Path, Mapping[str, str]], None] | None = None
-    # binaries taken as they are from another build (a patch cannot change them), not rebuilt
+    # binaries taken as they are from another build (a patch cannot change them), not rebuilt:
+    # hard links where the disk allows (a patched build is then its rebuilt binaries alone)
     copies: dict[str, Path] = field(default_factory=dict)
+    # what ``prepare`` lays out in the wrapper module's directory for the build alone (a patched
+    # source tree, about 120 MB): removed once the build ends, done or failed
+    scratch: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -166,8 +170,18 @@ class Component:
         if self.is_cached(root):
             progress(f"building: {self.key} cached in {out}")
             return out
+        lack = diskspace.problem(root, diskspace.MIN_FREE_FOR_BUILD_BYTES)
+        if lack:
+            raise BuildError(f"not building {self.key}: {lack}")
         src = root / "src" / self.key
         src.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._build_in(src, out, root, progress)
+        finally:
+            for name in self.scratch:
+                shutil.rmtree(src / name, ignore_errors=True)
+
+    def _build_in(self, src: Path, out: Path, root: Path, progress: Progress) -> Path:
         for rel, text in self.files.items():
             p = src / rel
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +209,7 @@ class Component:
             _run_logged(argv, src, log, env, f"go build {pkg}")
             progress(f"building: {self.key}: {binary} done in {time.monotonic() - t1:.0f}s")
         for binary, origin in self.copies.items():
-            shutil.copy2(origin, tmp / binary)
+            _link_or_copy(origin, tmp / binary)
         if self.copies:
             progress(f"building: {self.key}: {', '.join(self.copies)} unchanged by the patches, taken from {origin.parent.name}")
         (tmp / ".complete").write_text(f"built in {time.monotonic() - t0:.0f}s\n")
@@ -203,6 +217,14 @@ class Component:
         tmp.rename(out)
         progress(f"building: {self.key} built in {time.monotonic() - t0:.0f}s")
         return out
+
+
+def _link_or_copy(origin: Path, to: Path) -> None:
+    """A built binary is never written again, so a second name for it is as good as a copy."""
+    try:
+        os.link(origin, to)
+    except OSError:  # another filesystem, or one without hard links
+        shutil.copy2(origin, to)
 
 
 def _staging_modules(k8s_version: str) -> list[str]:
@@ -290,6 +312,7 @@ def kubernetes_component(source: KubernetesSource | str) -> Component:
         targets=tuple((c, f"k8s.io/kubernetes/cmd/{c}") for c in K8S_COMMANDS),
         ldflags=_version_ldflags(source.build_id, source.minor, commit),
         prepare=prepare,
+        scratch=(PATCHED_TREE,) if prepare is not None else (),
     )
 
 
