@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "measurements" / "matrix.md"
 NODE_IMAGES = ROOT / "clusters" / "kind" / "node-images.yaml"
 MUTANT_RESULTS = standing.KEPT
-PROVIDERS = ("vm", "kind")
+PROVIDERS = releases.PROVIDERS  # the providers that build a given release
 # The released behaviors: WorkloadControlledSwap needs a build with KEP-5359, which no supported
 # release has.
 BEHAVIORS = (swap_behaviors.NO_SWAP, swap_behaviors.LIMITED_SWAP)

@@ -132,8 +132,9 @@ def test_a_kept_result_stands_while_what_its_run_took_in_is_unchanged(tmp_path: 
 
     tree = suite_tree(tmp_path, {"e2e/test_a.py": "def test_alpha(): pass\n",
                                  "e2e/test_b.py": "def test_beta(): pass\n", "e2e/shared.py": "X = 1\n"})
-    o = standing.scope(model.Outcome("m", "b", model.CAUGHT, suite=model.suite_hash(tree)), ["-k", "alpha"], tree)
-    assert (o.modules, o.collect_args) == (["test_a.py"], ["-k", "alpha"])
+    o = standing.keep(model.Outcome("m", "b", model.CAUGHT), tmp_path / "m.json",
+                      standing.before_run(["-k", "alpha"], tree), tree)
+    assert (o.modules, o.collect_args, o.suite) == (["test_a.py"], ["-k", "alpha"], model.suite_hash(tree))
     unscoped = model.Outcome("m", "b", model.CAUGHT, suite=o.suite)
     (tree / "e2e" / "test_b.py").write_text("def test_beta(): assert 0\n")
     now = model.suite_hash(tree)
@@ -147,8 +148,27 @@ def test_a_kept_result_stands_while_what_its_run_took_in_is_unchanged(tmp_path: 
         (tree / path).write_text(before)
     standing._collected.cache_clear()
     assert standing.stands(o, model.suite_hash(tree), tree)
-    broken = standing.scope(model.Outcome("m", "b", model.CAUGHT, suite="x"), ["--no-such-option"], tree)
+    broken = standing.keep(model.Outcome("m", "b", model.CAUGHT), tmp_path / "b.json",
+                           standing.before_run(["--no-such-option"], tree), tree)
     assert broken.modules == [] and not standing.stands(broken, "y", tree)  # collection failed: no scope
+
+
+def test_a_result_whose_suite_changed_while_it_ran_stands_for_no_suite(tmp_path: Path) -> None:
+    """What a run took in is read before it starts; if the tree changed by its end, any version
+    of it may have run, so the result is written but stands neither for the old suite nor, by its
+    scope, for the new one (nor the old one back)."""
+    from bench.mutants import standing
+
+    tree = suite_tree(tmp_path, {"e2e/test_a.py": "def test_alpha(): pass\n", "e2e/shared.py": "X = 1\n"})
+    taken = standing.before_run(["-k", "alpha"], tree)
+    (tree / "e2e" / "shared.py").write_text("X = 2\n")  # mid-run
+    said: list[str] = []
+    o = standing.keep(model.Outcome("m", "b", model.CAUGHT), tmp_path / "m.json", taken, tree, said.append)
+    assert model.Outcome.from_json((tmp_path / "m.json").read_text()).verdict == model.CAUGHT
+    assert not standing.stands(o, model.suite_hash(tree), tree)
+    (tree / "e2e" / "shared.py").write_text("X = 1\n")
+    assert not standing.stands(o, taken.suite, tree)
+    assert said and "changed while it ran" in said[0]
 
 
 def test_suite_hash_counts_a_non_python_file_by_its_bytes(tmp_path: Path) -> None:
@@ -259,10 +279,11 @@ def test_a_result_kept_in_another_directory_is_resumed_from_not_run_again(tmp_pa
     o = bench._run_mutant(args, 1, m, 1, "s1", kept_dir, runs, bench.SharedVm(tmp_path / "state"))
     assert (ran, o.verdict, o.failed) == ([], model.CAUGHT, ["test_x[LimitedSwap]"])
 
-    o = bench._run_mutant(args, 1, m, 1, "s2", kept_dir, runs, bench.SharedVm(tmp_path / "state"))
-    assert (ran, o.verdict, o.suite) == ([m.name], model.SURVIVED, "s2")
+    now = model.suite_hash(bench.ROOT)  # the suite the run took in, read as it started
+    o = bench._run_mutant(args, 1, m, 1, now, kept_dir, runs, bench.SharedVm(tmp_path / "state"))
+    assert (ran, o.verdict, o.suite) == ([m.name], model.SURVIVED, now)
     kept = model.Outcome.from_json((kept_dir / f"{m.name}-{m.content_hash}-{versions.KUBERNETES}-vm.json").read_text())
-    assert kept.suite == "s2"  # the new result is kept where the old one was, for the next machine
+    assert kept.suite == now  # the new result is kept where the old one was, for the next machine
 
 # --- the bench's VMs: a state directory of its own, and only what it started is stopped -----------
 
@@ -523,6 +544,7 @@ def test_build_only_builds_what_the_runs_would_and_nothing_boots(tmp_path: Path,
     from bench.mutants import standing
 
     built: list[tuple[str, ...]] = []
+    room_and_priority(monkeypatch)
 
     def build_all(source, progress=print):
         built.append(tuple(p.path.name for p in source.patches))
@@ -538,7 +560,7 @@ def test_build_only_builds_what_the_runs_would_and_nothing_boots(tmp_path: Path,
     standing_result = model.Outcome(m19.name, build, model.CAUGHT, failed=["test_x"], suite=model.suite_hash(bench.ROOT))
     standing.mutant_path(kept, m19, versions.KUBERNETES, "vm").write_text(standing_result.to_json())
     argv = ["--build-only", "--kept", str(kept), "--results-dir", str(tmp_path / "results"),
-            "--k8s-version", versions.KUBERNETES]
+            "--k8s-version", versions.KUBERNETES, "--matrix-cells", str(tmp_path)]
     names = ("19-summary-swap-available-is-limit", "20-resource-metrics-drop-node-swap", "21-swap-capacity-in-kib",
              "33-wcs-guaranteed-ignores-limits-swap")
     for n in names:
@@ -553,6 +575,60 @@ def test_build_only_builds_what_the_runs_would_and_nothing_boots(tmp_path: Path,
     assert not (tmp_path / "results" / "mutants").exists()  # no run directory: nothing ran
 
 
+def room_and_priority(monkeypatch, free: int = 100 << 30) -> list[int]:
+    """The cache's disk as having ``free`` bytes; os.nice recorded, not applied to the self-tests."""
+    from clusters import diskspace
+
+    monkeypatch.setattr(diskspace, "free_bytes", lambda path: free)
+    niced: list[int] = []
+    monkeypatch.setattr(os, "nice", niced.append)
+    return niced
+
+
+def test_build_only_leaves_out_the_baseline_that_stands_or_is_not_wanted(tmp_path: Path, monkeypatch) -> None:
+    """The release's unmodified build is built only for a baseline the runs would make: not with
+    --no-baseline, not where a kept baseline of this suite covers the mutants; the prototype's
+    base still is (no kept result of it). On kind too, only binaries: a node image made ahead
+    would be pruned before its run (the cache keeps two)."""
+    from bench.mutants import __main__ as bench
+    from bench.mutants import standing
+
+    built: list[tuple[str, ...]] = []
+    niced = room_and_priority(monkeypatch)
+    monkeypatch.setattr(bench.vbuild, "build_all", lambda source, progress=print: built.append(
+        tuple(p.path.name for p in source.patches)))
+    from clusters.vm import nodeimage
+    monkeypatch.setattr(nodeimage, "build_node_image", lambda *a, **kw: pytest.fail("a node image made ahead"))
+    names = ("19-summary-swap-available-is-limit", "33-wcs-guaranteed-ignores-limits-swap")
+    argv = ["--build-only", "--results-dir", str(tmp_path / "results"), "--k8s-version", versions.KUBERNETES,
+            "--matrix-cells", str(tmp_path), *(w for n in names for w in ("--mutant", n))]
+    both = [(), ("kep-5359.patch",), (names[0] + ".patch",), ("kep-5359.patch", names[1] + ".patch")]
+
+    assert bench.main([*argv, "--no-baseline"]) == cli.Exit.OK
+    assert built == [both[2], both[3]] and niced == [19]
+    built.clear()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    m19 = next(m for m in model.load(model.HERE) if m.patch.path.name == names[0] + ".patch")
+    green = model.Outcome("baseline", versions.KUBERNETES, model.SURVIVED, suite=model.suite_hash(bench.ROOT),
+                          selection=standing.baseline_selection([m19], None)[1])
+    standing.baseline_path(kept, versions.KUBERNETES, "kind").write_text(green.to_json())
+    assert bench.main([*argv, "--kept", str(kept), "--provider", "kind"]) == cli.Exit.OK
+    assert built == both[1:]
+    built.clear()
+    assert bench.main([*argv, "--kept", str(kept)]) == cli.Exit.OK  # vm: the kind provider's baseline is not its own
+    assert built == both
+
+
+def test_build_only_refuses_a_cache_disk_without_room_before_any_build(tmp_path: Path, monkeypatch, capsys) -> None:
+    from bench.mutants import __main__ as bench
+
+    niced = room_and_priority(monkeypatch, free=1 << 30)
+    monkeypatch.setattr(bench.vbuild, "build_all", lambda *a, **kw: pytest.fail("built without room"))
+    assert bench.main(["--build-only", "--results-dir", str(tmp_path), "--mutant", "19-summary-swap-available-is-limit"]) == cli.Exit.PREFLIGHT
+    assert "1.0 GiB free" in capsys.readouterr().err and niced == []
+
+
 def test_build_only_refuses_what_only_a_run_takes(capsys) -> None:
     from bench.mutants import __main__ as bench
 
@@ -561,11 +637,12 @@ def test_build_only_refuses_what_only_a_run_takes(capsys) -> None:
         assert "not for --build-only" in capsys.readouterr().err
 
 
-def test_build_only_with_blind_builds_each_group_after_the_release(tmp_path: Path, monkeypatch) -> None:
+def test_build_only_with_blind_builds_each_group_without_a_kept_result(tmp_path: Path, monkeypatch) -> None:
     from bench.mutants import __main__ as bench
     from bench.mutants import blind
 
     built: list[tuple[str, ...]] = []
+    room_and_priority(monkeypatch)
     monkeypatch.setattr(bench.vbuild, "build_all", lambda source, progress=print: built.append(
         tuple(p.path.name for p in source.patches)))
     # 49 touches the lines another touches: it builds alone
@@ -575,7 +652,19 @@ def test_build_only_with_blind_builds_each_group_after_the_release(tmp_path: Pat
     for n in ("42-resize-judges-the-allocated-pod-only", "48-node-swap-gate-not-locked",
               "49-pod-cgroups-swap-within-memory-limit", "53-wcs-accepted-without-its-gate", "58-wcs-allocated-skips-init-containers"):
         argv += ["--mutant", n]
+    groups = [("42-resize-judges-the-allocated-pod-only.patch", "48-node-swap-gate-not-locked.patch"),
+              ("49-pod-cgroups-swap-within-memory-limit.patch",),
+              ("kep-5359.patch", "53-wcs-accepted-without-its-gate.patch", "58-wcs-allocated-skips-init-containers.patch")]
     assert bench.main(argv) == cli.Exit.OK
-    assert built == [(), ("42-resize-judges-the-allocated-pod-only.patch", "48-node-swap-gate-not-locked.patch"),
-                     ("49-pod-cgroups-swap-within-memory-limit.patch",),
-                     ("kep-5359.patch", "53-wcs-accepted-without-its-gate.patch", "58-wcs-allocated-skips-init-containers.patch")]
+    assert built == groups
+    # the first group's result kept on this suite, for its selection: its build is not made again
+    first = [m for m in model.load(model.HERE) if m.name in ("resize-judges-the-allocated-pod-only",
+                                                            "node-swap-gate-not-locked")]
+    label = blind.selection(first, None, [])[1]
+    survived = model.Outcome("blind", versions.KUBERNETES, model.SURVIVED, suite=model.suite_hash(bench.ROOT),
+                             selection=label)
+    (tmp_path / "mutants").mkdir(exist_ok=True)
+    (tmp_path / "mutants" / f"blind-{blind.key(first)}-{versions.KUBERNETES}-vm.json").write_text(survived.to_json())
+    built.clear()
+    assert bench.main(argv) == cli.Exit.OK
+    assert built == groups[1:]

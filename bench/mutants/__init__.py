@@ -27,6 +27,7 @@ bench/mutants/releases.py.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 from collections.abc import Collection
@@ -135,8 +136,13 @@ def _code_of(path: Path) -> bytes:
     emulated node; any change to what runs, a string literal included, changes it. A file that
     does not parse counts by its bytes."""
     raw = path.read_bytes()
-    if path.suffix != ".py":
-        return raw
+    return _python_code(raw) if path.suffix == ".py" else raw
+
+
+@functools.lru_cache(maxsize=1024)
+def _python_code(raw: bytes) -> bytes:
+    """Kept per content: judging many kept results, each scoped on its own modules, parses each
+    file once, not once per result."""
     try:
         tree = ast.parse(raw)
     except (SyntaxError, ValueError):

@@ -47,6 +47,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import cells
@@ -84,12 +85,6 @@ def _release() -> str:
     from clusters import versions
 
     return inputs.variable("KSC_MUTANTS_RELEASE", versions.KUBERNETES)
-
-
-def kept_outcome(path: Path) -> model.Outcome | None:
-    """A result kept by an earlier run; None when there is none, or when the file is not one (said:
-    a kept result that cannot be read is run again, not trusted)."""
-    return standing.read(path, _say)
 
 
 def _vm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -254,7 +249,7 @@ def run_one(name: str, patches: list[Path], behaviors: str | None, selection: li
             "-v", "--results-dir", str(out_dir), "--junitxml", str(junit), *image_args, *selection, *extra]
     if provider == "vm":  # the release too: the suite's own default is clusters/versions.py KUBERNETES
         argv += ["--k8s-version", release, *[f"--k8s-patch={p}" for p in patches], "--vm-state-dir", str(state_dir)]
-    argv += ["--behaviors", behaviors or "NoSwap,LimitedSwap"]
+    argv += ["--behaviors", behaviors or standing.BOTH]
     _say(f"{name}: {shlex.join(argv[1:])}")
     log = out_dir / "pytest.log"
     tail: list[str] = []
@@ -289,41 +284,59 @@ def scope_args(a: argparse.Namespace, selection: list[str], behaviors: str | Non
     return ["--provider", a.provider, *selection, *a.pytest_args, "--behaviors", behaviors or standing.BOTH]
 
 
+def _baseline_path(a: argparse.Namespace, base: Path | None, keep: Path) -> Path:
+    if base is None:
+        return standing.baseline_path(keep, a.release, a.provider)
+    return keep / f"baseline-{base.stem}-{k8s_source.release(a.release, [base]).build_id}-{a.provider}.json"
+
+
+def _kept_baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | None, suite: str,
+                   keep: Path, say: Callable[[str], None] | None = None) -> model.Outcome | None:
+    """The unmodified build's kept result, while it is of this suite and covers these mutants'
+    tests and behaviors."""
+    _, label, behaviors = standing.baseline_selection(mutants, a.k)
+    o = None if a.rerun else standing.read(_baseline_path(a, base, keep), say)
+    if o is None or not standing.stands(o, suite) or o.verdict == model.NOT_RUN \
+            or not standing.covers(o, label, behaviors):
+        return None
+    return o
+
+
+def _matrix_baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | None, suite: str,
+                     say: Callable[[str], None] | None = None) -> model.Outcome | None:
+    """The version matrix's gate-passed run of the release as these mutants' baseline. A matrix
+    run of the release is the full suite, with no pytest arguments: it stands for a baseline that
+    adds none (-k only narrows it). A prototype's build (release + base) is no matrix cell's."""
+    if base is not None or a.rerun or a.pytest_args:
+        return None
+    _, _, behaviors = standing.baseline_selection(mutants, a.k)
+    return standing.from_matrix(a.matrix_cells, a.release, a.provider, behaviors, suite, say)
+
+
 def _baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | None, suite: str, keep: Path,
               runs: Path, share_all: bool, shared: SharedVm) -> model.Outcome:
     """The unmodified build of these mutants (the release, or the release with their base),
     on every test and behavior any of them runs; kept while the suite and the base are unchanged."""
     selection, label, behaviors = standing.baseline_selection(mutants, a.k)
     patches = [base] if base is not None else []
-    build = k8s_source.release(a.release, patches).build_id
     name = "baseline" if base is None else f"baseline-{base.stem}"
-    kept = keep / f"{name}-{build}-{a.provider}.json" if base is not None else standing.baseline_path(keep, a.release,
-                                                                                                       a.provider)
-    o = kept_outcome(kept) if not a.rerun else None
-    stale = o is None or not standing.stands(o, suite) or o.verdict == model.NOT_RUN \
-        or not standing.covers(o, label, behaviors)
-    # A matrix run of the release is the full suite, with no pytest arguments: it stands for a
-    # baseline that adds none (-k only narrows it). A prototype's build (release + base) is no
-    # matrix cell's.
-    if stale and base is None and not (a.rerun or a.pytest_args):
-        o = standing.from_matrix(a.matrix_cells, a.release, a.provider, behaviors, suite, _say)
-        if o is not None:
-            _say(f"{name}: {o.selection}")
-            kept.write_text(o.to_json())
-            return o
-    if stale:
-        _say(f"{name}: the unmodified {build} ({label})")
-        if a.provider == "vm" and not share_all:
-            shared.down()
-        o = run_one(name, patches, behaviors, selection, label, a.provider, runs / f"{name}-{a.release}-{a.provider}",
-                    a.pytest_args, shared if share_all else None, patches, state_dir=shared.state_dir,
-                    release=a.release)
-        o.suite = suite
-        standing.scope(o, scope_args(a, selection, behaviors))
-        kept.write_text(o.to_json())
-    else:
+    kept = _baseline_path(a, base, keep)
+    o = _kept_baseline(a, mutants, base, suite, keep, _say)
+    if o is not None:
         _say(f"{name}: kept result ({len(o.failed) + len(o.errors)} failed), what it ran unchanged on suite {suite}")
-    return o
+        return o
+    o = _matrix_baseline(a, mutants, base, suite, _say)
+    if o is not None:
+        _say(f"{name}: {o.selection}")
+        kept.write_text(o.to_json())
+        return o
+    _say(f"{name}: the unmodified {k8s_source.release(a.release, patches).build_id} ({label})")
+    if a.provider == "vm" and not share_all:
+        shared.down()
+    taken = standing.before_run(scope_args(a, selection, behaviors))
+    o = run_one(name, patches, behaviors, selection, label, a.provider, runs / f"{name}-{a.release}-{a.provider}",
+                a.pytest_args, shared if share_all else None, patches, state_dir=shared.state_dir, release=a.release)
+    return standing.keep(o, kept, taken, say=_say)
 
 
 def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suite: str, keep: Path, runs: Path,
@@ -347,6 +360,7 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
         return run_one(m.name, m.patches, m.behaviors, selection, label, a.provider, out_dir, a.pytest_args, on, base,
                        state_dir=shared.state_dir, release=a.release)
 
+    taken = standing.before_run(scope_args(a, selection, m.behaviors))
     o = run(shared if share else None)
     if share and o.verdict == model.NOT_RUN:
         # Swapping a kubelet in can break what the shared node runs, not what the mutant is
@@ -358,11 +372,23 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
              "stopping it, and running this mutant on a fresh VM of its build")
         shared.down()
         o = run(None)
-    o.suite = suite
-    standing.scope(o, scope_args(a, selection, m.behaviors))
-    kept.write_text(o.to_json())
+    standing.keep(o, kept, taken, say=_say)
     caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
     _say(f"[{i}/{total}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
+    return o
+
+
+def _blind_path(a: argparse.Namespace, group: list[model.Mutant], keep: Path) -> Path:
+    return keep / f"blind-{blind.key(group)}-{a.release}-{a.provider}.json"
+
+
+def _kept_blind(a: argparse.Namespace, group: list[model.Mutant], suite: str, keep: Path,
+                say: Callable[[str], None] | None = None) -> model.Outcome | None:
+    """A group's kept result, while the suite, its patches and its selection are unchanged."""
+    _, label = blind.selection(group, a.k, a.pytest_args)
+    o = None if a.rerun else standing.read(_blind_path(a, group, keep), say)
+    if o is None or not standing.stands(o, suite) or o.verdict == model.NOT_RUN or o.selection != label:
+        return None
     return o
 
 
@@ -380,19 +406,17 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
     for i, group in enumerate(groups, 1):
         name = f"blind-{blind.key(group)}"
         selection, label = blind.selection(group, a.k, a.pytest_args)
-        kept = keep / f"{name}-{a.release}-{a.provider}.json"
-        o = None if a.rerun else standing.read(kept, _say)
-        if o is not None and standing.stands(o, suite) and o.verdict != model.NOT_RUN and o.selection == label:
+        kept = _blind_path(a, group, keep)
+        o = _kept_blind(a, group, suite, keep, _say)
+        if o is not None:
             _say(f"[{i}/{len(groups)}] {name}: kept result ({o.verdict}), what it ran unchanged on suite {suite}")
         else:
             _say(f"[{i}/{len(groups)}] {name}: {', '.join(m.name for m in group)} together, on {label}")
             out_dir = runs / f"{name}-{a.release}-{a.provider}"
+            taken = standing.before_run(scope_args(a, selection, blind.behaviors(group)))
             o = run_one(name, blind.patches_of(group), blind.behaviors(group), selection, label, a.provider,
                         out_dir, a.pytest_args, None, state_dir=shared.state_dir, release=a.release)
-            o = blind.judged(o, *_could_not_test(out_dir / "junit.xml"))
-            o.suite = suite
-            standing.scope(o, scope_args(a, selection, blind.behaviors(group)))
-            kept.write_text(o.to_json())
+            o = standing.keep(blind.judged(o, *_could_not_test(out_dir / "junit.xml")), kept, taken, say=_say)
         done.append((group, o))
         _say(f"[{i}/{len(groups)}] {name}: {blind.verdict(o)}")
     table = blind.table(done, dt.date.today().isoformat(), a.release)
@@ -404,39 +428,51 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
 
 def builds(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable],
            suite: str, keep: Path) -> list[tuple[str, list[Path]]]:
-    """(name, patches) of each build the bench's runs would make and not find kept: each base's
-    unmodified build (the release's is every patched build's first step anyway), then each mutant
-    whose kept result does not stand; with --blind the release's, then each group's."""
+    """(name, patches) of each build the bench's runs would make: each base's unmodified build
+    whose baseline does not stand (and is not left out by --no-baseline), then each mutant whose
+    kept result does not stand; with --blind each group whose kept result does not stand. The
+    release's own build is not listed: every patched build starts from it."""
+    quiet: Callable[[str], None] = lambda line: None  # noqa: E731 - what is kept is the runs' to say
     mutants = [f for f in forms if isinstance(f, model.Mutant)]
-    if a.blind:  # no baseline runs; the release's build is every patched build's first step
+    if a.blind:
         found = blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env()))
-        return [("release", []), *((f"blind-{blind.key(g)}", blind.patches_of(g)) for g in found)]
-    bases = list(dict.fromkeys(m.base for m in mutants)) or [None]
-    out = [(f"baseline-{b.stem}" if b is not None else "baseline", [b] if b is not None else []) for b in bases]
-    if a.baseline_only:
+        out = [(f"blind-{blind.key(g)}", blind.patches_of(g)) for g in found
+               if _kept_blind(a, g, suite, keep, quiet) is None]
         return out
-    return out + [(m.name, m.patches) for m in mutants
-                  if a.rerun or standing.kept_result(keep, m, a.release, a.provider, suite, lambda line: None) is None]
+    out = []
+    if not a.no_baseline:
+        for b in list(dict.fromkeys(m.base for m in mutants)) or [None]:
+            of_base = [m for m in mutants if m.base == b]
+            if _kept_baseline(a, of_base, b, suite, keep, quiet) is None \
+                    and _matrix_baseline(a, of_base, b, suite, quiet) is None:
+                out.append((f"baseline-{b.stem}" if b is not None else "baseline", [b] if b is not None else []))
+    out += [(m.name, m.patches) for m in mutants
+            if standing.kept_result(keep, m, a.release, a.provider, suite, quiet) is None or a.rerun]
+    return out
 
 
 def build_ahead(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable]) -> int:
-    """--build-only: every build of ``builds`` into the cache the runs read (vm: the binaries, the
-    disk is made at boot; kind: the node image, loaded at its run). A build that fails is said and
-    the next goes on; exit 1 if any failed."""
+    """--build-only: every build of ``builds``, its binaries into the cache the runs read, at the
+    lowest CPU priority (it is meant to run beside a VM). The binaries only, on kind too: a node
+    image is 1.4 GiB and the cache keeps the last two (clusters/vm/nodeimage.py), so images made
+    ahead would be pruned before their runs; a run assembles its image from the cached binaries.
+    A build that fails is said and the next goes on; exit 1 if any failed."""
+    from clusters.checks import PreflightError
+    from clusters.preflight import check_cache_dir
+
+    room = check_cache_dir()
+    if not room.ok:
+        raise PreflightError([room])
+    os.nice(19)
     keep = a.kept or a.results_dir / "mutants"
     todo = builds(a, forms, model.suite_hash(ROOT), keep)
-    _say(f"build only: {len(todo)} build(s) of {a.release} for --provider {a.provider}")
+    _say(f"build only: {len(todo)} build(s) of {a.release} (binaries, for --provider {a.provider})")
     failed: list[str] = []
     for i, (name, patches) in enumerate(todo, 1):
         source = k8s_source.release(a.release, patches)
         t0 = time.monotonic()
         try:
-            if a.provider == "kind":
-                from clusters.vm import nodeimage
-
-                nodeimage.build_node_image(source, progress=_say)
-            else:
-                vbuild.build_all(source, progress=_say)
+            vbuild.build_all(source, progress=_say)
         except Exception as error:  # noqa: BLE001 - one build's failure is its row, the next goes on
             failed.append(name)
             _say(f"[{i}/{len(todo)}] {name}: build {source.build_id} FAILED: {str(error).splitlines()[0][:300]}")
@@ -472,7 +508,7 @@ def parser() -> cli.Parser:
                          " onto that minor where it has one, and not at all (n/a) where its header says so")
     ap.add_argument("--patches", type=inputs.patch_directory, default=model.HERE,
                     help="directory of *.patch mutants (default: bench/mutants)")
-    ap.add_argument("--provider", choices=("vm", "kind"), default="vm")
+    ap.add_argument("--provider", choices=releases.PROVIDERS, default="vm")
     ap.add_argument("-k", dest="k", type=inputs.pytest_expression, default=None,
                     help="also restrict every run to these tests (pytest -k)")
     ap.add_argument("--mutant", action="append", type=inputs.name, default=[],
@@ -485,9 +521,10 @@ def parser() -> cli.Parser:
                            " mutants with tests of their own (bench/mutants/blind.py) runs on one build carrying"
                            " them all, on the whole suite without those tests; each must survive")
     ap.add_argument("--build-only", action="store_true",
-                    help="only build what the runs would need (each mutant's Kubernetes, or with --blind each group's;"
-                         " vm: its binaries, kind: its node image), cached, and stop; nothing boots. Beside a running"
-                         " VM, at low priority (nice -n 19), it readies the next bench's builds")
+                    help="only build what the runs would need and do not find kept (each mutant's Kubernetes, or"
+                         " with --blind each group's: its binaries; a kind run assembles its node image from them),"
+                         " cached, and stop; nothing boots. It runs at the lowest CPU priority (nice 19): beside a"
+                         " running VM, it readies the next bench's builds")
     ap.add_argument("--rerun", action="store_true", help="run again even where a kept result matches")
     ap.add_argument("--results-dir", type=inputs.output_directory, default=ROOT / "results")
     ap.add_argument("--kept", type=inputs.output_directory, default=None, metavar="DIR",
@@ -581,10 +618,8 @@ def pytest_args_problem(provider: str, args: list[str]) -> str | None:
     """What pytest says of the arguments the bench would add to every run, asked once now with
     --collect-only (the suite's options are checked there, nothing is built): a bad one found
     before the first build, not after it."""
-    argv = [sys.executable, "-m", "pytest", "e2e", "--collect-only", "-q", "-p", "no:cacheprovider", "--provider",
-            provider, *args]
     try:
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        done = standing.collect(["--provider", provider, *args], ROOT)
     except subprocess.TimeoutExpired:
         return f"pytest {shlex.join(args)} --collect-only did not finish in 300 s"
     if done.returncode != 4:

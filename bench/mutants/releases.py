@@ -32,7 +32,7 @@ from clusters.vm.k8s_source import Patch, SourceError, read_patch
 
 REBASED = "rebased"  # beside the mutants: rebased/<minor>/<file name>
 MINOR = re.compile(r"1\.\d+")
-PROVIDERS = ("vm", "kind")  # the bench's --provider choices
+PROVIDERS = ("vm", "kind")  # the providers that build a given release: the bench's and the matrix's
 _LINE = re.compile(r"#\s*not-applicable:\s*(.*)")
 
 

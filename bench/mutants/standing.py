@@ -22,12 +22,18 @@ BOTH = "NoSwap,LimitedSwap"
 _FULL = re.compile(r"full suite on ([\w,]+)")
 
 
+def collect(args: Sequence[str], root: Path = model.PROJECT) -> subprocess.CompletedProcess[str]:
+    """pytest's --collect-only of the suite with these arguments (nothing is built or booted);
+    raises OSError or subprocess.TimeoutExpired (300 s)."""
+    argv = [sys.executable, "-m", "pytest", "e2e", "--collect-only", "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=300)
+
+
 def collected_modules(args: Sequence[str], root: Path = model.PROJECT) -> list[str] | None:
     """The test modules (e2e/test_*.py names) pytest collects with these selection arguments in
     the checkout at ``root``; None where it cannot say (collection failed or timed out)."""
-    argv = [sys.executable, "-m", "pytest", "e2e", "--collect-only", "-q", "-p", "no:cacheprovider", *args]
     try:
-        done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=300)
+        done = collect(args, root)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode not in (0, 5):  # 5: nothing collected
@@ -35,12 +41,38 @@ def collected_modules(args: Sequence[str], root: Path = model.PROJECT) -> list[s
     return sorted({line.split("::", 1)[0].rsplit("/", 1)[-1] for line in done.stdout.splitlines() if "::" in line})
 
 
-def scope(o: model.Outcome, args: Sequence[str], root: Path = model.PROJECT) -> model.Outcome:
-    """Record on a fresh result what its run took in (``stands`` reads it back); nothing where
-    collection cannot say, and the result then stands only for its whole suite."""
+@dataclass(frozen=True)
+class Taken:
+    """What a run is about to take in, read before it starts: the whole suite's hash and, where
+    collection can say, the run's scope (``stands`` reads it back)."""
+
+    suite: str
+    args: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    scoped: str = ""
+
+
+def before_run(args: Sequence[str], root: Path = model.PROJECT) -> Taken:
     modules = collected_modules(args, root)
-    if modules:
-        o.collect_args, o.modules, o.scoped = list(args), modules, model.suite_hash(root, modules)
+    return Taken(model.suite_hash(root), tuple(args), tuple(modules or ()),
+                 model.suite_hash(root, modules) if modules else "")
+
+
+def keep(o: model.Outcome, path: Path, taken: Taken, root: Path = model.PROJECT,
+         say: Callable[[str], None] | None = None) -> model.Outcome:
+    """Write a fresh result with what its run took in. Read before the run, and kept only if the
+    suite is the same after it: a tree edited while a run went on (hours, under emulation) may
+    have had any of its versions run, so that result is written for the record but stands for no
+    suite."""
+    if model.suite_hash(root) == taken.suite:
+        o.suite = taken.suite
+        o.collect_args, o.modules, o.scoped = list(taken.args), list(taken.modules), taken.scoped
+    else:
+        o.suite, o.collect_args, o.modules, o.scoped = "", [], [], ""
+        if say is not None:
+            say(f"{o.name}: the suite changed while it ran: its result is written to {path.name}, not kept as"
+                " standing (it runs again)")
+    path.write_text(o.to_json())
     return o
 
 
