@@ -21,7 +21,7 @@ from clusters.checks import Check
 from clusters.kernel import kernel_supports_noswap
 from workloads.cache import CACHE_VARIABLES, writable_cache_root
 
-GiB = 1024**3
+GiB = diskspace.GiB
 # A kind cluster of one control plane and one worker, idle, takes about 1.2 GiB; the stress
 # workloads take what they are told. Asking for this much per cluster keeps the host out of
 # its own memory pressure, which would evict our test pods for reasons we do not test.
@@ -361,19 +361,17 @@ def remote_host_checks(host: DockerHost, files: tuple[str, str] | None, clusters
 
 # --- the cache directory -----------------------------------------------------------------------
 
-def check_cache_dir(free: Callable[[Path], int] = diskspace.free_bytes) -> Check:
+def check_cache_dir() -> Check:
     """Writable, with room for what a run may write there (diskspace.MIN_FREE_BYTES)."""
     try:
         root = writable_cache_root()
     except OSError as error:
         return Check("cache directory", False, error.strerror or str(error),
                      f"export KSC_CACHE_DIR=/a/writable/dir (it moves every cache; see {CACHE_VARIABLES})")
-    room = free(root)
-    lack = diskspace.problem(root, diskspace.MIN_FREE_BYTES, room)
+    lack = diskspace.problem(root, diskspace.MIN_FREE_BYTES)
     if lack:
-        said, _, fix = lack.partition("; ")
-        return Check("cache directory", False, said, fix)
-    return Check("cache directory", True, f"{root} ({room / GiB:.0f} GiB free)")
+        return Check("cache directory", False, *lack)
+    return Check("cache directory", True, f"{root} ({diskspace.free_bytes(root) / GiB:.0f} GiB free)")
 
 
 # --- the node image ----------------------------------------------------------------------------

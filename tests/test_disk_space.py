@@ -5,6 +5,7 @@ tree goes once the build ends)."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,37 @@ GiB = diskspace.GiB
 def test_a_cache_without_room_fails_the_preflight_saying_how_much_and_what_to_free(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KSC_CACHE_DIR", str(tmp_path))
-    low = preflight.check_cache_dir(free=lambda path: 2 * GiB)
+    monkeypatch.setattr(diskspace, "free_bytes", lambda path: 2 * GiB)
+    low = preflight.check_cache_dir()
     assert not low.ok
     assert f"2.0 GiB free on the disk of {tmp_path}, 8 GiB wanted" == low.detail
-    assert "bin/, kubernetes-*+patch.*" in low.remedy and "KSC_CACHE_DIR" in low.remedy
-    roomy = preflight.check_cache_dir(free=lambda path: 40 * GiB)
+    assert "go clean -cache" in low.remedy and "bin/kubernetes-*+patch.*" in low.remedy
+    assert "KSC_CACHE_DIR" in low.remedy
+    monkeypatch.setattr(diskspace, "free_bytes", lambda path: 40 * GiB)
+    roomy = preflight.check_cache_dir()
     assert roomy.ok and roomy.detail == f"{tmp_path} (40 GiB free)"
+
+
+def test_a_build_wants_room_on_the_disk_of_gos_build_cache_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KSC_CACHE_DIR moves the suite's cache, not Go's: where Go's build cache is on another disk,
+    a build checks that disk too (a not yet made cache: the disk it will be made on)."""
+    cache, go = tmp_path / "cache", tmp_path / "elsewhere" / "go-build"
+    cache.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    devices = {cache: 1, tmp_path / "elsewhere": 2}
+    monkeypatch.setattr(diskspace, "device", lambda path: devices[path])
+    monkeypatch.setattr(diskspace, "free_bytes", lambda path: 1 * GiB if Path(path) != cache else 50 * GiB)
+    said = diskspace.build_problem(cache, go)
+    assert said is not None and said[0] == f"1.0 GiB free on the disk of {tmp_path / 'elsewhere'}, 3 GiB wanted"
+    devices[tmp_path / "elsewhere"] = 1  # the same disk: the cache's room is all there is to check
+    assert diskspace.build_problem(cache, go) is None
+
+
+def test_gos_build_cache_is_gos_own_answer() -> None:
+    go = build.go_build_cache()
+    assert go is not None and go.is_absolute()
+    done = subprocess.run(["go", "env", "GOCACHE"], capture_output=True, text=True, check=True)
+    assert str(go) == done.stdout.strip()
 
 
 def _component(tmp_path: Path, package: str = ".") -> build.Component:

@@ -108,6 +108,17 @@ def go_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def go_build_cache() -> Path | None:
+    """Where Go's build cache is (Go's own answer), None where go cannot say: the build's own
+    go command will then say why."""
+    try:
+        done = subprocess.run(["go", "env", "GOCACHE"], env=go_env(), capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    said = done.stdout.strip()
+    return Path(said) if done.returncode == 0 and said.startswith("/") else None
+
+
 def _run_logged(argv: Sequence[str], cwd: Path, log: Path, env: Mapping[str, str], what: str) -> None:
     with open(log, "ab") as f:
         f.write(f"\n$ {' '.join(argv)}\n".encode())
@@ -170,9 +181,9 @@ class Component:
         if self.is_cached(root):
             progress(f"building: {self.key} cached in {out}")
             return out
-        lack = diskspace.problem(root, diskspace.MIN_FREE_FOR_BUILD_BYTES)
+        lack = diskspace.build_problem(root, go_build_cache())
         if lack:
-            raise BuildError(f"not building {self.key}: {lack}")
+            raise BuildError(f"not building {self.key}: {'; '.join(lack)}")
         src = root / "src" / self.key
         src.mkdir(parents=True, exist_ok=True)
         try:

@@ -43,7 +43,7 @@ from typing import Callable
 
 import yaml
 
-from clusters import versions
+from clusters import diskspace, versions
 from workloads.cache import cache_root
 
 from .k8s_source import KubernetesSource
@@ -544,6 +544,9 @@ def build_node_image(k8s_version: "str | KubernetesSource" = versions.KUBERNETES
     with cache_lock(root, f"kind-node-{key}", progress):
         if (out / ".complete").exists():
             return result
+        lack = diskspace.problem(root, diskspace.MIN_FREE_FOR_BUILD_BYTES)
+        if lack:
+            raise NodeImageError(f"not assembling the node image {ref}: {'; '.join(lack)}")
         t0 = time.monotonic()
         progress(f"node image: assembling {ref}")
         tmp = out.with_name(key + ".tmp")
