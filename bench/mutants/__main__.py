@@ -294,12 +294,10 @@ def _kept_baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Pat
                    keep: Path, say: Callable[[str], None] | None = None) -> model.Outcome | None:
     """The unmodified build's kept result, while it is of this suite and covers these mutants'
     tests and behaviors."""
-    _, label, behaviors = standing.baseline_selection(mutants, a.k)
-    o = None if a.rerun else standing.read(_baseline_path(a, base, keep), say)
-    if o is None or not standing.stands(o, suite) or o.verdict == model.NOT_RUN \
-            or not standing.covers(o, label, behaviors):
+    if a.rerun:
         return None
-    return o
+    _, label, behaviors = standing.baseline_selection(mutants, a.k)
+    return standing.kept_baseline(_baseline_path(a, base, keep), suite, label, behaviors, say)
 
 
 def _matrix_baseline(a: argparse.Namespace, mutants: list[model.Mutant], base: Path | None, suite: str,
@@ -387,9 +385,7 @@ def _kept_blind(a: argparse.Namespace, group: list[model.Mutant], suite: str, ke
     """A group's kept result, while the suite, its patches and its selection are unchanged."""
     _, label = blind.selection(group, a.k, a.pytest_args)
     o = None if a.rerun else standing.read(_blind_path(a, group, keep), say)
-    if o is None or not standing.stands(o, suite) or o.verdict == model.NOT_RUN or o.selection != label:
-        return None
-    return o
+    return o if o is not None and standing.holds(o, suite) and o.selection == label else None
 
 
 def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable], suite: str, keep: Path,

@@ -93,6 +93,18 @@ def _collected(args: tuple[str, ...], root: Path) -> list[str] | None:
     return collected_modules(args, root)
 
 
+def holds(o: model.Outcome | None, suite: str) -> bool:
+    """A kept result counts: it ran (not NOT RUN) and stands for this suite."""
+    return o is not None and o.verdict != model.NOT_RUN and stands(o, suite)
+
+
+def kept_baseline(path: Path, suite: str, label: str, behaviors: str | None,
+                  say: Callable[[str], None] | None = None) -> model.Outcome | None:
+    """A kept baseline that holds for this suite and covers a run labelled ``label`` on ``behaviors``."""
+    o = read(path, say)
+    return o if o is not None and holds(o, suite) and covers(o, label, behaviors) else None
+
+
 def read(path: Path, say: Callable[[str], None] | None = None) -> model.Outcome | None:
     """A kept result (an unreadable one is run again, not trusted)."""
     return read_json(path, model.Outcome, "kept result", say, "running it again")
@@ -114,7 +126,7 @@ def kept_result(keep: Path, m: model.Mutant, release: str, provider: str, suite:
     build = k8s_source.release(release, m.patches).build_id
     for path in (mutant_path(keep, m, release, provider), keep / f"{m.name}-{m.content_hash}-{provider}.json"):
         o = read(path, say)
-        if o is not None and o.build == build and o.verdict != model.NOT_RUN and stands(o, suite):
+        if o is not None and o.build == build and holds(o, suite):
             return o
     return None
 
@@ -201,11 +213,10 @@ def standing(keep: Path, release: str, provider: str, suite: str, patches: Path 
     for form in runnable:
         o = kept_result(keep, form, release, provider, suite)
         verdicts[o.verdict if o is not None and o.verdict in verdicts else None] += 1
-    b = read(baseline_path(keep, release, provider))
     _, label, behaviors = baseline_selection(runnable, None)
     # the baseline the whole bench would take: of this suite and every test these mutants name
-    if b is None or not stands(b, suite) or b.verdict == model.NOT_RUN or not covers(b, label, behaviors):
-        b = from_matrix(cells, release, provider, behaviors, suite)
+    b = kept_baseline(baseline_path(keep, release, provider), suite, label, behaviors) \
+        or from_matrix(cells, release, provider, behaviors, suite)
     if b is None:
         baseline = "not run"
     else:
