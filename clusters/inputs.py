@@ -731,6 +731,9 @@ VARIABLES: tuple[Variable, ...] = (
              what="the Docker engine kind creates its nodes in"),
     Variable(name=API_PORTS_VARIABLE, parse=api_ports, readers=("suite:kind",),
              what="the port on this machine's loopback of each cluster's API server on a remote Docker host"),
+    Variable(name="KSC_KIND_AUTO", parse=_on_off, readers=("suite:kind",),
+             what="on (default): where the local Docker cannot run swap-enabled kind nodes, the kind provider"
+                  " installs kind and starts the kind host VM itself; off: it names what is missing instead"),
     Variable(name="KSC_KIND_CONFIG_PATCH", parse=_anything, readers=("suite:kind",), default_of="--kind-config-patch",
              what="a host profile appended to every kind cluster's config"),
     Variable(name="KUBECONFIG", parse=_path_list, readers=("suite:existing",), default_of="--kubeconfig",

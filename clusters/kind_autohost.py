@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from clusters import preflight, versions
+from clusters import inputs, preflight, versions
 from clusters.checks import Check
 from clusters.progress import Progress
 from workloads.cache import cache_root
@@ -45,7 +45,7 @@ HOW_LONG = "about 20 min cold, 5 min cached"  # node image build or cache, boot,
 
 
 def auto_enabled(environ: Mapping[str, str] = os.environ) -> bool:
-    return environ.get(AUTO_VARIABLE, "").strip().lower() not in ("off", "0", "no", "false")
+    return bool(inputs.variable(AUTO_VARIABLE, "on", environ))
 
 
 # --- 2. can the local Docker run swap-enabled kind nodes? ---------------------------------------

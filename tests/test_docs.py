@@ -1,6 +1,7 @@
 """The documentation stays true where checking is cheap: the README's claims list is the tests'
 claims, every relative link points at a file that exists, the options table lists exactly the
-suite's options, and the README stays a user's page."""
+suite's options and the providers each is for, the README stays a user's page, the sample mutant
+header is a real mutant's, and every decision record's code list names code that exists."""
 
 from __future__ import annotations
 
@@ -73,6 +74,26 @@ def test_the_options_table_lists_exactly_the_suites_options() -> None:
     assert readme - suite == set(), f"README.md's table lists options the suite does not have: {sorted(readme - suite)}"
 
 
+def test_each_option_row_names_the_providers_it_is_for() -> None:
+    """An option for some providers only (e2e/plugin/options.py OPTIONS) says so first in its row,
+    as "`kind`, `vm`: ..."; an option for every provider names none: given to another provider it
+    is a usage error, which the reader should not meet by surprise."""
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("## Options"):]
+    rows = {re.findall(r"`(--[a-z0-9-]+)", row.split("|")[1])[0]: row.split("|")[2].strip()
+            for row in table[:table.index("\n## ", 1)].splitlines() if row.startswith("| `--")}
+    every = set(options.PROVIDERS)
+    wrong = {}
+    for option in options.OPTIONS:
+        meaning = rows.get(option.flag, "")
+        said = re.match(r"((?:`[a-z]+`(?:, )?)+): ", meaning)
+        named = tuple(re.findall(r"`([a-z]+)`", said.group(1))) if said else ()
+        wanted = () if set(option.providers or every) == every else tuple(sorted(option.providers))
+        if tuple(sorted(named)) != wanted:
+            wrong[option.flag] = f"names {list(named)}, is for {list(wanted) or 'every provider'}"
+    assert not wrong, f"README.md's options table and e2e/plugin/options.py OPTIONS disagree on providers: {wrong}"
+
+
 def test_the_readme_is_a_users_page() -> None:
     text = README.read_text(encoding="utf-8")
     lines = text.splitlines()
@@ -82,3 +103,60 @@ def test_the_readme_is_a_users_page() -> None:
         assert needed in head, f"README.md's first 120 lines lack {needed!r}"
     runs = re.findall(r"(?:kind|vm) run \d+|runs? \d+-\d+|20\d\d-\d\d-\d\d", text)
     assert not runs, f"README.md carries run logs ({runs[:5]}): they go to docs/measurements/"
+
+
+def test_the_sample_mutant_header_is_a_real_mutants() -> None:
+    """docs/mutants.md shows a mutant's header as the bench reads it: the lines of that patch,
+    not a paraphrase that drifts from it."""
+    text = (ROOT / "docs" / "mutants.md").read_text(encoding="utf-8")
+    sample = text[text.index("```text\n# mutant: ") + len("```text\n"):]
+    sample_lines = sample[:sample.index("```")].splitlines()
+    name = sample_lines[0].removeprefix("# mutant: ")
+    patches = [p for p in (ROOT / "bench" / "mutants").glob("*.patch")
+               if p.read_text(encoding="utf-8").startswith(f"# mutant: {name}\n")]
+    assert patches, f"docs/mutants.md shows a header of mutant {name!r}, which bench/mutants/ does not have"
+    real = patches[0].read_text(encoding="utf-8").splitlines()[:len(sample_lines)]
+    assert sample_lines == real, f"docs/mutants.md's sample header is not {patches[0].name}'s first lines"
+
+
+DECISIONS = sorted((ROOT / "docs" / "design" / "decisions").glob("0*.md"))
+CODE_FILE = re.compile(r"`([\w./-]+\.(?:py|ya?ml|patch|sh|go|md|toml))`(?::\s*([^;]*))?")
+
+
+def _defines(text: str, name: str) -> bool:
+    """Whether a file defines ``name`` (its last dotted part: a method, a class attribute) as a
+    function, class or assigned name; an option (``--blind``) need only appear."""
+    if name.startswith("-"):
+        return name in text
+    last = re.escape(name.removesuffix("()").split(".")[-1])
+    return bool(re.search(rf"(?m)^\s*(?:(?:async\s+)?def|class)\s+{last}\b|^\s*(?:[\w, ]+,\s*)?{last}\b[\w, ]*"
+                          r"\s*(?::[^=\n]*)?=(?!=)", text))
+
+
+def _code_references(record: Path) -> list[tuple[str, list[str]]]:
+    """A record's `## Code` list as (file, names): "- `e2e/oom.py`: `start`, `OOM_KILLED`;
+    `clusters/waits.py`: `CREATE`"; names in parentheses are asides, not checked."""
+    text = record.read_text(encoding="utf-8")
+    section = text.split("\n## Code\n", 1)[1].split("\n## ", 1)[0]
+    out = []
+    for bullet in re.split(r"\n- ", "\n" + section):
+        for path, names in CODE_FILE.findall(" ".join(bullet.split())):
+            out.append((path, re.findall(r"`(-{0,2}[\w.]+(?:\(\))?)`", re.sub(r"\([^)]*\)", "", names))))
+    return out
+
+
+@pytest.mark.parametrize("record", DECISIONS, ids=lambda p: p.name[:4])
+def test_a_decisions_code_list_names_what_the_code_has(record: Path) -> None:
+    """A decision's `## Code` list is how a maintainer finds the code it governs: every file it
+    names exists and defines every name given for it (code moves; the record must follow)."""
+    assert "\n## Code\n" in record.read_text(encoding="utf-8"), f"{record.name} has no `## Code` section"
+    references = _code_references(record)
+    assert references, f"{record.name}'s `## Code` section names no file"
+    wrong = []
+    for path, names in references:
+        if not (ROOT / path).is_file():
+            wrong.append(f"{path}: no such file")
+            continue
+        text = (ROOT / path).read_text(encoding="utf-8")
+        wrong += [f"{path}: no {name}" for name in names if not _defines(text, name)]
+    assert not wrong, f"{record.name}'s `## Code` list names what is not there: {wrong}"
