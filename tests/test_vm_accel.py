@@ -415,7 +415,7 @@ def test_every_wait_loop_fails_on_a_stopped_guest(running, tmp_path: Path, monke
              "node Ready": lambda: vm._wait_node_ready(far), "service account": lambda: vm._wait_default_service_account(far),
              "kubeadm": lambda: vm._kubeadm_init("LimitedSwap"), "docker": lambda: host._wait_docker(st, far),
              "kubelet /configz": lambda: vm.kubelet().restart_with("", lambda config: True, "test", timeout=20)}
-    monkeypatch.setattr(vm, "write_guest_file", lambda *a, **kw: None)  # kubeadm's config: reached before its loop
+    monkeypatch.setattr(vm, "put_file", lambda *a, **kw: None)  # kubeadm's config: reached before its loop
     monkeypatch.setattr(vm.agent, "spawn", lambda *a, **kw: 1)
     monkeypatch.setattr(type(vm.kubelet()), "write_config", lambda self, text: None)
     monkeypatch.setattr(type(vm.kubelet()), "restart", lambda self: None)

@@ -272,11 +272,6 @@ class VmCluster(Guest[VmState]):
             raise VmClusterError(f"guest command {' '.join(argv)} failed ({rc}): {err.strip() or out.strip()}")
         return out
 
-    def write_guest_file(self, path: str, data: bytes, mode: str = "0644") -> None:
-        # the path and mode are the script's parameters, never shell text
-        self._check(["sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1.tmp" && chmod "$2" "$1.tmp"'
-                                 ' && mv "$1.tmp" "$1"', "sh", path, mode], input=data)
-
     def _wait_unit(self, unit: str, deadline: float) -> None:
         last = ""
         while time.monotonic() < deadline:
@@ -295,7 +290,7 @@ class VmCluster(Guest[VmState]):
         """Under TCG, before kubeadm: containerd's CPU stats collected every 10 s (decision 0023),
         set at boot so that one cached disk serves KVM and TCG."""
         period = guestfiles.EMULATED_STATS_COLLECT_PERIOD
-        self.write_guest_file("/etc/containerd/config.toml", guestfiles.containerd_config(self.pause_ref, period).encode())
+        self.put_file("/etc/containerd/config.toml", guestfiles.containerd_config(self.pause_ref, period).encode())
         self._check(["systemctl", "restart", "containerd"])
         self._wait_unit("containerd.service", time.monotonic() + 300)
         self.progress(f"emulated CPU: containerd's CPU stats collected every {period}")
@@ -307,7 +302,7 @@ class VmCluster(Guest[VmState]):
                       + (f", feature gates {', '.join(gates)} on the API server and the kubelet" if gates else "")
                       + ("; emulated CPU: ECDSA keys, the control plane on one Go thread each, no priority and"
                          " fairness" if emulated else ""))
-        self.write_guest_file(node.KUBEADM_CONFIG_PATH, cfg.encode())
+        self.put_file(node.KUBEADM_CONFIG_PATH, cfg.encode())
         argv = ["sh", "-c", 'kubeadm init --config "$1" -v=1 > "$2" 2>&1', "sh", node.KUBEADM_CONFIG_PATH, KUBEADM_LOG]
         pid = self.agent.spawn(argv)
         seen = 0
@@ -420,18 +415,12 @@ class VmCluster(Guest[VmState]):
             self.progress(f"kubelet {bins.k8s_version} already runs on {self.node_name}")
             return bins.k8s_version
         t0 = time.monotonic()
-        chunk = 8 << 20  # the agent's messages are JSON with base64 data: keep each modest
         new = "/usr/local/bin/kubelet.ksc-new"
-        self._check(["rm", "-f", new])
-        for i in range(0, len(data), chunk):
-            self._check(["sh", "-c", 'cat >> "$1"', "sh", new], input=data[i:i + chunk])
-        rc, out, _ = self.guest_exec(["sha256sum", new])
-        if rc != 0 or out.split()[0] != hashlib.sha256(data).hexdigest():
-            raise VmClusterError(f"copying the kubelet into the guest failed (sha256 {out.strip()!r})")
+        self.put_file(new, data, "0755")
         since = time.monotonic()
         kubelet = self.kubelet()
         restarted = kubelet.node_clock()
-        self._check(["sh", "-c", 'chmod 0755 "$1" && systemctl stop kubelet && mv "$1" /usr/local/bin/kubelet'
+        self._check(["sh", "-c", 'systemctl stop kubelet && mv "$1" /usr/local/bin/kubelet'
                                  " && systemctl start kubelet", "sh", new])
         try:
             kubelet.wait_ready(time.monotonic() + timeout, restarted, kubelet_version=bins.k8s_version)
@@ -473,7 +462,7 @@ class GuestKubelet(NodeKubelet):
         return self.vm._check(["cat", KUBELET_CONFIG])
 
     def write_config(self, text: str) -> None:
-        self.vm.write_guest_file(KUBELET_CONFIG, text.encode())
+        self.vm.put_file(KUBELET_CONFIG, text.encode())
 
     def restart(self) -> None:
         self.vm._check(["systemctl", "restart", "kubelet"], timeout=120)

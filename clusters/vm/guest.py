@@ -7,6 +7,8 @@ its job needs (kubeadm and the API for the node; Docker and images for the kind 
 from __future__ import annotations
 
 import contextlib
+import gzip
+import hashlib
 import json
 import os
 import time
@@ -21,6 +23,9 @@ from clusters.cli import NotReady
 from . import qemu
 
 S = TypeVar("S")
+# the largest piece of a file sent in one agent call: its JSON is about 4/3 of it in memory on
+# both sides
+PUT_PIECE = 8 << 20
 
 
 class AlreadyStarting(NotReady):
@@ -142,6 +147,29 @@ class Guest(Generic[S]):
         except (OSError, qemu.AgentError):
             self.watch()  # a guest that is gone or stopped is the story, not the socket's error
             raise
+
+    def put_file(self, path: str, data: bytes, mode: str = "0644") -> None:
+        """``data`` as the guest's file ``path``, whole or not at all. The agent carries input as
+        base64 inside JSON, which an emulated guest parses at about 1 MB/s: a binary goes
+        gzip-compressed (a Go binary to about a third; the guest's gzip inflates it in seconds),
+        in pieces of at most PUT_PIECE, and is checked by its sha256 in the guest before it takes
+        the name (the path and mode are the script's parameters, never shell text)."""
+        packed = gzip.compress(data, compresslevel=1)
+        partial = f"{path}.ksc-partial"
+        for offset in range(0, max(len(packed), 1), PUT_PIECE):
+            append = 'cat > "$1"' if offset == 0 else 'cat >> "$1"'
+            self._put_step(path, ["sh", "-c", f'mkdir -p "$(dirname "$1")" && {append}', "sh", partial + ".gz"],
+                           packed[offset:offset + PUT_PIECE])
+        self._put_step(path, ["sh", "-c", 'gzip -dc "$1.gz" > "$1" && rm -f "$1.gz" && chmod "$2" "$1"'
+                                    ' && [ "$(sha256sum < "$1" | cut -d" " -f1)" = "$3" ] && mv "$1" "$4"'
+                                    ' || { rm -f "$1" "$1.gz"; exit 1; }',
+                        "sh", partial, mode, hashlib.sha256(data).hexdigest(), path])
+
+    def _put_step(self, path: str, argv: list[str], data: bytes | None = None) -> None:
+        rc, out, err = self.guest_exec(argv, input=data)
+        if rc != 0:
+            said = (err or out).strip() or "what the guest wrote is not what was sent (sha256)"
+            raise self.error(f"{self.what}: writing {path} failed ({rc}): {said}")
 
     def console_tail(self, n: int = 40) -> str:
         with contextlib.suppress(FileNotFoundError):
