@@ -156,9 +156,10 @@ class Guest(Generic[S]):
         the name (the path and mode are the script's parameters, never shell text)."""
         packed = gzip.compress(data, compresslevel=1)
         partial = f"{path}.ksc-partial"
-        for offset in range(0, max(len(packed), 1), PUT_PIECE):
-            script = 'mkdir -p "$(dirname "$1")" && cat > "$1"' if offset == 0 else 'cat >> "$1"'
-            self._put_step(path, ["sh", "-c", script, "sh", partial + ".gz"], packed[offset:offset + PUT_PIECE])
+        for offset in range(0, len(packed), PUT_PIECE):  # gzip makes even no data a few bytes
+            self._put_step(path, ["sh", "-c", 'if [ "$2" = first ]; then mkdir -p "$(dirname "$1")" && cat > "$1";'
+                                              ' else cat >> "$1"; fi', "sh", partial + ".gz",
+                                  "first" if offset == 0 else "next"], packed[offset:offset + PUT_PIECE])
         self._put_step(path, ["sh", "-c", 'gzip -dc "$1.gz" > "$1" && rm -f "$1.gz" && chmod "$2" "$1"'
                                     ' && [ "$(sha256sum < "$1" | cut -d" " -f1)" = "$3" ] && mv "$1" "$4"'
                                     ' || { rm -f "$1" "$1.gz"; exit 1; }',
