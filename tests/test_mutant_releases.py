@@ -356,8 +356,11 @@ def _cell(cells: Path, behavior: str, **fields) -> None:
     ({"LimitedSwap": {"build": "v1.36.5+patch.0123456789ab"}}, [], False),  # a patched kubelet's run
     ({"LimitedSwap": {"version": "v1.36.4", "build": "v1.36.4"}}, [], False),  # another pin's
     ({"LimitedSwap": {"pytest_args": ["-k", "not test_x"]}}, [], False),  # a narrowed matrix run
+    ({"LimitedSwap": {"pytest_args": ["-n", "2"]}}, [], True),  # spread over two processes: the same tests
+    ({"LimitedSwap": {"pytest_args": ["-n2", "--dist=load"]}}, [], True),
+    ({"LimitedSwap": {"pytest_args": ["-n", "2", "-x"]}}, [], False),  # stops at the first failure
 ], ids=["passed", "narrowed-bench", "rerun", "pytest-args", "other-behavior", "other-suite", "gate-failed",
-        "could-not-test", "patched", "other-pin", "narrowed-matrix"])
+        "could-not-test", "patched", "other-pin", "narrowed-matrix", "xdist", "xdist-joined", "xdist-and-more"])
 def test_the_baseline_is_the_matrixs_gate_passed_run_of_this_suite(tmp_path: Path, bench_dir, capsys, cells: dict,
                                                                    extra: list[str], from_matrix: bool,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:

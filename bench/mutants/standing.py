@@ -163,11 +163,30 @@ def covers(o: model.Outcome, label: str, behaviors: str | None) -> bool:
     return full is not None and set((behaviors or BOTH).split(",")) <= set(full.group(1).split(","))
 
 
+# pytest arguments that spread a run over processes (pytest-xdist) without changing what it runs:
+# the kind matrix runs with -n 2
+_SPREAD_FLAGS = ("-n", "--numprocesses", "--dist")
+_SPREAD_JOINED = re.compile(r"-n\S+|--numprocesses=\S+|--dist=\S+")
+
+
+def narrowed(pytest_args: Sequence[str]) -> bool:
+    """Whether a matrix run's extra pytest arguments may have changed what it ran (anything but
+    pytest-xdist's process count and distribution)."""
+    args = list(pytest_args)
+    while args:
+        arg = args.pop(0)
+        if arg in _SPREAD_FLAGS and args:
+            args.pop(0)
+        elif not _SPREAD_JOINED.fullmatch(arg):
+            return True
+    return False
+
+
 def from_matrix(cells: Path | None, release: str, provider: str, behaviors: str | None, suite: str,
                 say: Callable[[str], None] | None = None) -> model.Outcome | None:
     """The release's baseline as the version matrix already ran it (decision 0026): a kept cell per
     behavior, each the full suite with --gate on the unmodified release on this provider (no pytest
-    arguments narrowed it), of this suite, whose node reported the release, gate passed, nothing
+    arguments narrowed it; -n does not), of this suite, whose node reported the release, gate passed, nothing
     failed and nothing it could not test. None where any behavior lacks such a cell."""
     if cells is None:
         return None
@@ -175,7 +194,7 @@ def from_matrix(cells: Path | None, release: str, provider: str, behaviors: str 
     found = [read_kept(cells / release / provider / f"{behavior}.json", say, "not taken as the baseline")
              for behavior in wanted]
     good = [c for c in found if c is not None and c.version == c.build == release and c.suite == suite
-            and c.gate == PASSED and c.failed == 0 and c.could_not_test == 0 and not c.pytest_args]
+            and c.gate == PASSED and c.failed == 0 and c.could_not_test == 0 and not narrowed(c.pytest_args)]
     if len(good) != len(wanted):
         return None
     runs = {c.results_dir or c.behavior: c.seconds for c in good}  # one run of the suite may cover both
