@@ -60,12 +60,17 @@ def _suite_options() -> set[str]:
     return {name for option in group.options for name in option.names() if name.startswith("--")}
 
 
-def _readme_options() -> set[str]:
+def _readme_option_rows() -> list[tuple[list[str], str]]:
+    """The README's options table: each row's options and its meaning."""
     text = README.read_text(encoding="utf-8")
     table = text[text.index("## Options"):]
     table = table[:table.index("\n## ", 1)]
-    return {m for row in table.splitlines() if row.startswith("| `--")
-            for m in re.findall(r"`(--[a-z0-9-]+)", row.split("|")[1])}
+    return [(re.findall(r"`(--[a-z0-9-]+)", row.split("|")[1]), row.split("|")[2].strip())
+            for row in table.splitlines() if row.startswith("| `--")]
+
+
+def _readme_options() -> set[str]:
+    return {flag for flags, _ in _readme_option_rows() for flag in flags}
 
 
 def test_the_options_table_lists_exactly_the_suites_options() -> None:
@@ -78,10 +83,7 @@ def test_each_option_row_names_the_providers_it_is_for() -> None:
     """An option for some providers only (e2e/plugin/options.py OPTIONS) says so first in its row,
     as "`kind`, `vm`: ..."; an option for every provider names none: given to another provider it
     is a usage error, which the reader should not meet by surprise."""
-    text = README.read_text(encoding="utf-8")
-    table = text[text.index("## Options"):]
-    rows = {re.findall(r"`(--[a-z0-9-]+)", row.split("|")[1])[0]: row.split("|")[2].strip()
-            for row in table[:table.index("\n## ", 1)].splitlines() if row.startswith("| `--")}
+    rows = {flags[0]: meaning for flags, meaning in _readme_option_rows()}
     every = set(options.PROVIDERS)
     wrong = {}
     for option in options.OPTIONS:
