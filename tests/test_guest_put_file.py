@@ -65,8 +65,26 @@ def test_a_file_is_replaced_whole_and_an_empty_one_is_written(tmp_path: Path) ->
 def test_what_arrives_changed_is_refused_and_the_old_file_kept(tmp_path: Path) -> None:
     target = tmp_path / "kubelet"
     target.write_bytes(b"the running kubelet")
-    with pytest.raises(RuntimeError, match=r"test guest: writing .*kubelet failed \(1\): what the guest wrote is not"
+    with pytest.raises(RuntimeError, match=r"test guest: writing .*kubelet failed \(1\): what the guest unpacked is not"
                                            r" what was sent \(sha256\)"):
         LocalGuest(tmp_path / "state", corrupt=True).put_file(str(target), b"a new kubelet" * 1000, "0755")
     assert target.read_bytes() == b"the running kubelet"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kubelet"], "a partial file was left"
+
+
+def test_a_piece_the_guest_fails_to_store_without_a_word_is_named(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guest, "PUT_PIECE", 1 << 10)
+
+    class Mute(LocalGuest):
+        def guest_exec(self, argv: Sequence[str], *, input: bytes | None = None,
+                       timeout: float = 300) -> tuple[int, str, str]:
+            if self.sent:  # the second piece: the guest's command ends 1 and says nothing
+                return 1, "", ""
+            return super().guest_exec(argv, input=input, timeout=timeout)
+
+    target = tmp_path / "kubelet"
+    with pytest.raises(RuntimeError, match=r"writing .*kubelet failed \(1\): the guest could not store the piece"
+                                           r" at byte 1024 of \d+ sent"):
+        Mute(tmp_path / "state").put_file(str(target), os.urandom(5000), "0755")
+    assert not target.exists()

@@ -159,16 +159,19 @@ class Guest(Generic[S]):
         for offset in range(0, len(packed), PUT_PIECE):  # gzip makes even no data a few bytes
             self._put_step(path, ["sh", "-c", 'if [ "$2" = first ]; then mkdir -p "$(dirname "$1")" && cat > "$1";'
                                               ' else cat >> "$1"; fi', "sh", partial + ".gz",
-                                  "first" if offset == 0 else "next"], packed[offset:offset + PUT_PIECE])
+                                  "first" if offset == 0 else "next"], packed[offset:offset + PUT_PIECE],
+                           silent=f"the guest could not store the piece at byte {offset} of {len(packed)} sent")
         self._put_step(path, ["sh", "-c", 'gzip -dc "$1.gz" > "$1" && rm -f "$1.gz" && chmod "$2" "$1"'
                                     ' && [ "$(sha256sum < "$1" | cut -d" " -f1)" = "$3" ] && mv "$1" "$4"'
                                     ' || { rm -f "$1" "$1.gz"; exit 1; }',
-                        "sh", partial, mode, hashlib.sha256(data).hexdigest(), path])
+                        "sh", partial, mode, hashlib.sha256(data).hexdigest(), path],
+                       silent="what the guest unpacked is not what was sent (sha256)")
 
-    def _put_step(self, path: str, argv: list[str], data: bytes | None = None) -> None:
+    def _put_step(self, path: str, argv: list[str], data: bytes | None = None, *, silent: str) -> None:
+        """``silent``: what a failure the guest's commands wrote nothing about means at this step."""
         rc, out, err = self.guest_exec(argv, input=data)
         if rc != 0:
-            said = (err or out).strip() or "what the guest wrote is not what was sent (sha256)"
+            said = (err or out).strip() or silent
             raise self.error(f"{self.what}: writing {path} failed ({rc}): {said}")
 
     def console_tail(self, n: int = 40) -> str:
