@@ -173,7 +173,7 @@ def test_blind_runs_each_group_once_keeps_it_and_fails_when_one_was_seen(tmp_pat
     monkeypatch.setattr(bench, "run_one", run_one)
     monkeypatch.setattr(blind, "applies_on", lambda release, env: lambda patches: len(patches) < 3)
     args = bench.argparse.Namespace(rerun=False, k=None, provider="vm", pytest_args=[], release=versions.KUBERNETES,
-                                    results_dir=tmp_path)
+                                    results_dir=tmp_path, docs=None)
     forms = [*_fake(["init-containers-get-no-swap", "ephemeral-containers-swap-unset", "node-swap-gate-not-locked"]),
              releases.NotApplicable(MUTANTS["wcs-accepted-without-its-gate"], "v1.34.12", "no prototype")]
     shared = bench.SharedVm(tmp_path / "state")
@@ -194,10 +194,39 @@ def test_blind_runs_each_group_once_keeps_it_and_fails_when_one_was_seen(tmp_pat
 
 @pytest.mark.parametrize(("extra", "said"), [(["--mutant", "hash-includes-resources"], "none of these mutants has tests"),
                                              (["--fresh-vm"], "--fresh-vm is not for --blind"),
-                                             (["--docs", "docs/mutants.md"], "--docs is not for --blind")])
+                                             (["--docs", "README.md"], "README.md has no generated block"
+                                                                       " (<!-- blind:begin -->")])
 def test_blind_refuses_what_it_cannot_do_before_anything(tmp_path: Path, capsys, extra: list[str], said: str) -> None:
     from bench.mutants import __main__ as bench
 
     code = bench.main(["--blind", *extra, "--state-dir", str(tmp_path / "s"), "--results-dir", str(tmp_path / "r")])
     assert code == cli.Exit.USAGE and said in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_docs_blind_table_lists_every_group_kept_or_not_yet(tmp_path: Path, monkeypatch) -> None:
+    """--blind --docs: the page's block holds every group of the bench on the release, from what
+    is kept for this suite; a group this run did not take reads "not run on this suite", and the
+    count says so, never as blind to all."""
+    from bench.mutants import __main__ as bench
+    from bench.mutants import docs
+
+    def run_one(name, patches, behaviors, selection, label, provider, out_dir, extra, shared=None, **kw):
+        return model.Outcome(name, "v1.37.2+patch.x", model.SURVIVED, passed=5, selection=label, exit_code=0)
+
+    monkeypatch.setattr(bench, "run_one", run_one)
+    monkeypatch.setattr(blind, "applies_on", lambda release, env: lambda patches: len(patches) == 1)  # one group each
+    page = tmp_path / "mutants.md"
+    page.write_text("# bench\n\n<!-- blind:begin -->\nold\n<!-- blind:end -->\n\nafter\n")
+    args = bench.argparse.Namespace(rerun=True, k=None, provider="vm", pytest_args=[], release=versions.KUBERNETES,
+                                    results_dir=tmp_path, docs=page, patches=model.HERE)
+    one = _fake(["init-containers-get-no-swap"])
+    assert bench._blind(args, one, "suite", tmp_path, tmp_path, bench.SharedVm(tmp_path / "state")) == cli.Exit.OK
+    text = page.read_text()
+    body = docs.sections(page, docs.BLIND)[versions.KUBERNETES]
+    assert text.startswith("# bench\n") and text.endswith("<!-- blind:end -->\n\nafter\n") and "old" not in text
+    groups = [line for line in body.splitlines() if line.startswith("| v1.37.2+patch.x") or line.startswith("| —")]
+    assert len(groups) == len(blind.OWN_TESTS) - sum(1 for line in body.splitlines() if "not applicable:" in line)
+    assert sum("blind before" in line for line in groups) == 1
+    assert sum("| not run on this suite |" in line for line in groups) == len(groups) - 1
+    assert "was blind to 1/1 mutants" in body and f"{len(groups) - 1} builds not run on this suite yet" in body

@@ -415,11 +415,31 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
             o = standing.keep(blind.judged(o, *_could_not_test(out_dir / "junit.xml")), kept, taken, say=_say)
         done.append((group, o))
         _say(f"[{i}/{len(groups)}] {name}: {blind.verdict(o)}")
-    table = blind.table(done, dt.date.today().isoformat(), a.release)
+    today = dt.date.today().isoformat()
+    table = blind.table(done, today, a.release)
     (a.results_dir / "blind.md").write_text(table)
     print(table, end="")
+    if a.docs is not None:
+        docs.write_blind(a.docs, a.release, blind.table(_every_blind_group(a, suite, keep), today, a.release),
+                         suite, a.provider)
     ran = [o for _, o in done if o.verdict != model.NOT_APPLICABLE]
     return cli.Exit.OK if all(o.verdict == model.SURVIVED for o in ran) else cli.Exit.FAILED
+
+
+def _every_blind_group(a: argparse.Namespace, suite: str,
+                       keep: Path) -> list[tuple[list[model.Mutant] | str, model.Outcome]]:
+    """The docs' table: every group of the bench's mutants on the release (not only those this run
+    took), each by its kept result or as not run on this suite yet, so the page never reads as
+    complete when a group has no result."""
+    forms = [releases.on(m, a.release, None) for m in model.load(a.patches) if m.name in blind.OWN_TESTS]
+    out: list[tuple[list[model.Mutant] | str, model.Outcome]] = [
+        (f.name, model.Outcome(f.name, a.release, model.NOT_APPLICABLE, detail=f.reason))
+        for f in forms if isinstance(f, releases.NotApplicable)]
+    mutants = [f for f in forms if isinstance(f, model.Mutant)]
+    as_kept = argparse.Namespace(**{**vars(a), "rerun": False})  # this run's results are kept by now
+    for group in blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env())):
+        out.append((group, _kept_blind(as_kept, group, suite, keep) or blind.not_yet(group)))
+    return out
 
 
 def builds(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable],
@@ -541,7 +561,8 @@ def parser() -> cli.Parser:
                          " holds it while it runs and stops only a VM it booted there")
     ap.add_argument("--docs", type=inputs.existing_file, default=None, metavar="FILE",
                     help="also write the table into FILE's generated block (docs/mutants.md: its results on the"
-                         " current code come from the bench itself, never by hand)")
+                         " current code come from the bench itself, never by hand); with --blind, its blind block:"
+                         " every group, from the results kept for this suite")
     ap.add_argument("--debug", action="store_true", help="a failure's traceback too")
     ap.add_argument("pytest_args", nargs="*", type=inputs.pytest_arg,
                     help="after --: more pytest arguments for every run")
@@ -572,11 +593,8 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant | releases.NotApplicabl
                  if v]
         if given:
             raise cli.UsageError(f"{given[0]} is not for --build-only (it builds, and nothing runs): drop {given[0]}")
-    if a.blind:
-        given = [f for f, v in (("--docs", a.docs), ("--fresh-vm", a.fresh_vm)) if v]
-        if given:
-            raise cli.UsageError(f"{given[0]} is not for --blind (each group boots a VM of its own build, and its"
-                                 f" table goes to <results-dir>/blind.md): drop {given[0]}")
+    if a.blind and a.fresh_vm:
+        raise cli.UsageError("--fresh-vm is not for --blind (each group boots a VM of its own build): drop --fresh-vm")
     a.release = a.k8s_version or _release()
     given = f"--k8s-version {a.release}" if a.k8s_version else f"KSC_MUTANTS_RELEASE={a.release}"
     refused = versions.out_of_range(given, a.release)
@@ -604,7 +622,7 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant | releases.NotApplicabl
             raise cli.UsageError(problem)
     if a.docs is not None:
         try:  # a page without the block is refused now, not after hours of runs
-            docs.block(a.docs)
+            docs.block(a.docs, docs.BLIND if a.blind else "mutants")
         except (OSError, ValueError) as error:
             raise cli.UsageError(f"--docs {a.docs}: {error}") from None
     return forms

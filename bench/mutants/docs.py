@@ -14,6 +14,9 @@ own table of that run, never edited by hand:
     ...that release's run...
     <!-- mutants:v1.37.1:end -->
     <!-- mutants:end -->
+
+``--blind --docs FILE`` keeps a second block the same way, ``<!-- blind:begin -->`` ... ``<!-- blind:end -->``,
+a section per release (and provider): the blind table of every group, from their kept results.
 """
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ from pathlib import Path
 
 BEGIN = "<!-- mutants:begin -->"
 END = "<!-- mutants:end -->"
-SECTION = re.compile(r"<!-- mutants:(v1\.\d+\.\d+(?:-kind)?):begin -->\n(.*?)<!-- mutants:\1:end -->\n", re.S)
 # what a section's text says, as the bench wrote it (table() and section()); the older form of the
 # last line (without "on RELEASE" and the not-applicable count) is read as 0 not applicable
 _CAUGHT = re.compile(r"^caught (\d+)/(\d+) mutants(?: on \S+)?(?:, (\d+) not applicable)?, (\d+) false alarms"
@@ -33,19 +35,28 @@ _SUITE = re.compile(r"Suite version `(\w+)`")
 SUITE_NOTE = "(a hash of the code in e2e/, workloads/, conftest.py, comments and docstrings aside)"
 
 
-def block(path: Path) -> tuple[int, int]:
-    """Where the generated block of a docs page starts and ends; ValueError when it has none."""
+BLIND = "blind"  # the name of the --blind table's block
+
+
+def _markers(name: str) -> tuple[str, str, re.Pattern[str]]:
+    section = re.compile(rf"<!-- {name}:(v1\.\d+\.\d+(?:-kind)?):begin -->\n(.*?)<!-- {name}:\1:end -->\n", re.S)
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->", section
+
+
+def block(path: Path, name: str = "mutants") -> tuple[int, int]:
+    """Where the generated block ``name`` of a docs page starts and ends; ValueError when it has none."""
+    begin, end_marker, _ = _markers(name)
     text = path.read_text(encoding="utf-8")
-    start, end = text.find(BEGIN), text.find(END)
+    start, end = text.find(begin), text.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"{path} has no generated block ({BEGIN} ... {END})")
+        raise ValueError(f"{path} has no generated block ({begin} ... {end_marker})")
     return start, end
 
 
-def sections(path: Path) -> dict[str, str]:
+def sections(path: Path, name: str = "mutants") -> dict[str, str]:
     """The block's sections, by release."""
-    start, end = block(path)
-    return {m.group(1): m.group(2) for m in SECTION.finditer(path.read_text(encoding="utf-8")[start:end])}
+    start, end = block(path, name)
+    return {m.group(1): m.group(2) for m in _markers(name)[2].finditer(path.read_text(encoding="utf-8")[start:end])}
 
 
 def section(release: str, table_text: str, suite: str, ran: int | None = None, total: int | None = None) -> str:
@@ -108,3 +119,15 @@ def write(path: Path, release: str, table_text: str, suite: str, ran: int | None
     by_release = sections(path)
     by_release[key(release, provider)] = section(key(release, provider), table_text, suite, ran, total)
     path.write_text(text[:start] + render(by_release) + text[end:], encoding="utf-8")
+
+
+def write_blind(path: Path, release: str, table_text: str, suite: str, provider: str = "vm") -> None:
+    """Replace the blind section of ``release`` on ``provider``, keep the others: the table says
+    its own count, so the block has no summary of its own."""
+    start, end = block(path, BLIND)
+    text = path.read_text(encoding="utf-8")
+    by_release = sections(path, BLIND)
+    by_release[key(release, provider)] = section(key(release, provider), table_text, suite)
+    ordered = sorted(by_release, key=_version)
+    body = "".join(f"\n<!-- {BLIND}:{r}:begin -->\n{by_release[r]}<!-- {BLIND}:{r}:end -->\n" for r in ordered)
+    path.write_text(text[:start] + f"<!-- {BLIND}:begin -->\n" + body + text[end:], encoding="utf-8")
