@@ -668,3 +668,28 @@ def test_build_only_with_blind_builds_each_group_without_a_kept_result(tmp_path:
     built.clear()
     assert bench.main(argv) == cli.Exit.OK
     assert built == groups[1:]
+
+
+def test_kind_without_a_kind_host_is_refused_only_when_something_would_run(tmp_path: Path, monkeypatch,
+                                                                           capsys) -> None:
+    """DOCKER_HOST is asked for before anything boots, but only by a bench with runs to make: one
+    whose every result is kept (writing --docs again) runs nothing and needs no host."""
+    from bench.mutants import __main__ as bench
+    from bench.mutants import standing
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(bench, "run_one", lambda *a, **kw: pytest.fail("a run started"))
+    m = next(m for m in model.load() if m.name == "limitedswap-uses-limit")
+    keep = tmp_path / "kept"
+    argv = ["--provider", "kind", "--mutant", m.name, "--no-baseline", "--kept", str(keep),
+            "--results-dir", str(tmp_path / "results")]
+    assert bench.main(argv) == cli.Exit.PREFLIGHT
+    err = capsys.readouterr().err
+    assert "needs the kind host's DOCKER_HOST for 1 run(s) (limitedswap-uses-limit)" in err, err
+    assert "kind-host up" in err and not (tmp_path / "results").exists()
+    keep.mkdir()
+    build = k8s_source.release(versions.KUBERNETES, m.patches).build_id
+    standing.keep(model.Outcome(m.name, build, model.CAUGHT, ["t[LimitedSwap]"]),
+                  standing.mutant_path(keep, m, versions.KUBERNETES, "kind"), standing.Taken(model.suite_hash(model.PROJECT)))
+    assert bench.main(argv) == cli.Exit.OK
+    assert "| limitedswap-uses-limit | caught | t[LimitedSwap] |" in capsys.readouterr().out

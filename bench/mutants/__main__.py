@@ -584,9 +584,6 @@ def _checked(a: argparse.Namespace) -> list[model.Mutant | releases.NotApplicabl
         if given:
             raise cli.UsageError(f"{given[0]} is for --provider vm (the bench's VMs); --provider kind runs on the kind"
                                  f" host DOCKER_HOST names: drop {given[0]}")
-        if not os.environ.get("DOCKER_HOST") and not a.build_only:
-            raise cli.NotReady("--provider kind needs the kind host's DOCKER_HOST:"
-                               " eval \"$(python -m clusters.vm kind-host up)\"")
     if a.build_only:
         given = [f for f, v in (("--docs", a.docs), ("--fresh-vm", a.fresh_vm), ("--state-dir", a.state_dir),
                                 ("--baseline-only", a.baseline_only), ("pytest arguments after --", a.pytest_args))
@@ -650,6 +647,14 @@ def _main(a: argparse.Namespace) -> int:
         raise cli.UsageError("--blind: none of these mutants has tests of its own (bench/mutants/blind.py OWN_TESTS)")
     if a.build_only:
         return build_ahead(a, forms)
+    if a.provider == "kind" and not os.environ.get("DOCKER_HOST"):
+        # Asked before anything boots; a bench whose every result is kept (writing --docs again)
+        # runs nothing and needs no host.
+        todo = builds(a, forms, model.suite_hash(ROOT), a.kept or a.results_dir / "mutants")
+        if todo:
+            raise cli.NotReady(f"--provider kind needs the kind host's DOCKER_HOST for {len(todo)} run(s)"
+                               f" ({', '.join(name for name, _ in todo[:3])}{', ...' if len(todo) > 3 else ''}):"
+                               " eval \"$(python -m clusters.vm kind-host up)\"")
     shared = SharedVm(a.state_dir, a.release)
     refused = claim(shared.state_dir) if a.provider == "vm" else None
     if refused:
