@@ -230,3 +230,26 @@ def test_the_docs_blind_table_lists_every_group_kept_or_not_yet(tmp_path: Path, 
     assert sum("blind before" in line for line in groups) == 1
     assert sum("| not run on this suite |" in line for line in groups) == len(groups) - 1
     assert "was blind to 1/1 mutants" in body and f"{len(groups) - 1} builds not run on this suite yet" in body
+
+
+def test_a_blind_run_on_some_behaviors_loses_no_test_to_the_behaviors_it_left_out(tmp_path: Path) -> None:
+    """A group that runs on LimitedSwap alone: the other behaviors' "not selected" skips are the
+    run's own scope (in no cell of it, as in the matrix), not tests it could not take; a skip the
+    gate refuses on the behavior it ran still is."""
+    from bench.mutants import __main__ as bench
+
+    def case(name: str, behavior: str, skipped: str | None = None) -> str:
+        inner = f'<skipped type="pytest.skip" message="{skipped}">e2e/x.py:1: {skipped}</skipped>' if skipped else ""
+        return (f'<testcase classname="e2e.test_kubelet_startup" name="{name}[{behavior}]"><properties><property'
+                f' name="swap_behavior" value="{behavior}"/></properties>{inner}</testcase>')
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text('<testsuites><testsuite name="pytest">'
+                     + case("test_a", "LimitedSwap")
+                     + case("test_a", "NoSwap", "NoSwap not selected (--behaviors LimitedSwap)")
+                     + case("test_b", "WorkloadControlledSwap",
+                            "WorkloadControlledSwap not selected (--behaviors LimitedSwap)")
+                     + "</testsuite></testsuites>")
+    assert bench._could_not_test(junit, "LimitedSwap") == ([], frozenset())
+    refused, _ = bench._could_not_test(junit, "NoSwap,LimitedSwap")
+    assert refused == ["e2e/test_kubelet_startup.py::test_a[NoSwap]: NoSwap not selected (--behaviors LimitedSwap)"]

@@ -412,7 +412,7 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
             taken = standing.before_run(scope_args(a, selection, blind.behaviors(group)))
             o = run_one(name, blind.patches_of(group), blind.behaviors(group), selection, label, a.provider,
                         out_dir, a.pytest_args, None, state_dir=shared.state_dir, release=a.release)
-            o = standing.keep(blind.judged(o, *_could_not_test(out_dir / "junit.xml")), kept, taken, say=_say)
+            o = standing.keep(blind.judged(o, *_could_not_test(out_dir / "junit.xml", blind.behaviors(group))), kept, taken, say=_say)
         done.append((group, o))
         _say(f"[{i}/{len(groups)}] {name}: {blind.verdict(o)}")
     today = dt.date.today().isoformat()
@@ -499,16 +499,19 @@ def build_ahead(a: argparse.Namespace, forms: list[model.Mutant | releases.NotAp
     return cli.Exit.FAILED if failed else cli.Exit.OK
 
 
-def _could_not_test(junit: Path) -> tuple[list[str], frozenset[str]]:
-    """What the run could not test, read as the version matrix reads a cell's (bench/cells.py):
-    the skips the release gate would not accept (e2e/verdict.py accepted_skip), and the tests
-    whose failure never reached the node's verdict, by their names in the report."""
+def _could_not_test(junit: Path, behaviors: str) -> tuple[list[str], frozenset[str]]:
+    """What the run could not test on ``behaviors`` (the run's --behaviors), read as the version
+    matrix reads a cell's (bench/cells.py): the skips the release gate would not accept
+    (e2e/verdict.py accepted_skip), and the tests whose failure never reached the node's verdict,
+    by their names in the report. A test of a behavior the run left out is in no cell of it,
+    as in the matrix: its skip ("not selected") is the run's scope, not a test it lost."""
     from e2e import verdict
 
     if not junit.is_file():
         return [], frozenset()
     try:
-        tests = cells.read_junit(junit)
+        ran = set(behaviors.split(","))
+        tests = [(r, marked) for r, marked in cells.read_junit(junit) if r.behavior in ran]
     except inputs.UsageError:
         return [], frozenset()  # a report cut short: judge() already said the run could not test
     refused = sorted({f"{r.nodeid}: {r.reason}" for r, _ in tests if r.outcome == "skipped"
