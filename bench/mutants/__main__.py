@@ -382,10 +382,18 @@ def _blind_path(a: argparse.Namespace, group: list[model.Mutant], keep: Path) ->
 
 def _kept_blind(a: argparse.Namespace, group: list[model.Mutant], suite: str, keep: Path,
                 say: Callable[[str], None] | None = None) -> model.Outcome | None:
-    """A group's kept result, while the suite, its patches and its selection are unchanged."""
+    """A group's kept result, while the suite, its patches and its selection are unchanged (a run
+    asked to --rerun takes none; the docs' table, after it, takes what it kept)."""
     _, label = blind.selection(group, a.k, a.pytest_args)
-    o = None if a.rerun else standing.read(_blind_path(a, group, keep), say)
+    o = standing.read(_blind_path(a, group, keep), say)
     return o if o is not None and standing.holds(o, suite) and o.selection == label else None
+
+
+def _blind_not_applicable(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable]
+                          ) -> list[tuple[list[model.Mutant] | str, model.Outcome]]:
+    """The rows of the mutants with tests of their own that the release has no rule for."""
+    return [(f.name, model.Outcome(f.name, a.release, model.NOT_APPLICABLE, detail=f.reason))
+            for f in forms if isinstance(f, releases.NotApplicable) and f.name in blind.OWN_TESTS]
 
 
 def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable], suite: str, keep: Path,
@@ -394,16 +402,14 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
     kept while the suite, the patches and that selection are unchanged. Exit 1 unless every
     group survived."""
     mutants = [f for f in forms if isinstance(f, model.Mutant)]
-    done: list[tuple[list[model.Mutant] | str, model.Outcome]] = [
-        (f.name, model.Outcome(f.name, a.release, model.NOT_APPLICABLE, detail=f.reason))
-        for f in forms if isinstance(f, releases.NotApplicable) and f.name in blind.OWN_TESTS]
+    done = _blind_not_applicable(a, forms)
     groups = blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env()))
     _say(f"blind: {len(groups)} build(s) for {sum(map(len, groups))} mutant(s) with tests of their own")
     for i, group in enumerate(groups, 1):
         name = f"blind-{blind.key(group)}"
         selection, label = blind.selection(group, a.k, a.pytest_args)
         kept = _blind_path(a, group, keep)
-        o = _kept_blind(a, group, suite, keep, _say)
+        o = None if a.rerun else _kept_blind(a, group, suite, keep, _say)
         if o is not None:
             _say(f"[{i}/{len(groups)}] {name}: kept result ({o.verdict}), what it ran unchanged on suite {suite}")
         else:
@@ -412,7 +418,8 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
             taken = standing.before_run(scope_args(a, selection, blind.behaviors(group)))
             o = run_one(name, blind.patches_of(group), blind.behaviors(group), selection, label, a.provider,
                         out_dir, a.pytest_args, None, state_dir=shared.state_dir, release=a.release)
-            o = standing.keep(blind.judged(o, *_could_not_test(out_dir / "junit.xml", blind.behaviors(group))), kept, taken, say=_say)
+            judged = blind.judged(o, *_could_not_test(out_dir / "junit.xml", blind.behaviors(group)))
+            o = standing.keep(judged, kept, taken, say=_say)
         done.append((group, o))
         _say(f"[{i}/{len(groups)}] {name}: {blind.verdict(o)}")
     today = dt.date.today().isoformat()
@@ -427,19 +434,13 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
 
 
 def _every_blind_group(a: argparse.Namespace, suite: str,
-                       keep: Path) -> list[tuple[list[model.Mutant] | str, model.Outcome]]:
+                       keep: Path) -> list[tuple[list[model.Mutant] | str, model.Outcome | None]]:
     """The docs' table: every group of the bench's mutants on the release (not only those this run
-    took), each by its kept result or as not run on this suite yet, so the page never reads as
-    complete when a group has no result."""
+    took), each by its result kept for this suite, None where it has none, so the page never reads
+    as complete when a group has no result."""
     forms = [releases.on(m, a.release, None) for m in model.load(a.patches) if m.name in blind.OWN_TESTS]
-    out: list[tuple[list[model.Mutant] | str, model.Outcome]] = [
-        (f.name, model.Outcome(f.name, a.release, model.NOT_APPLICABLE, detail=f.reason))
-        for f in forms if isinstance(f, releases.NotApplicable)]
-    mutants = [f for f in forms if isinstance(f, model.Mutant)]
-    as_kept = argparse.Namespace(**{**vars(a), "rerun": False})  # this run's results are kept by now
-    for group in blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env())):
-        out.append((group, _kept_blind(as_kept, group, suite, keep) or blind.not_yet(group)))
-    return out
+    groups = blind.groups([f for f in forms if isinstance(f, model.Mutant)], blind.applies_on(a.release, vbuild.go_env()))
+    return [*_blind_not_applicable(a, forms), *((g, _kept_blind(a, g, suite, keep)) for g in groups)]
 
 
 def builds(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplicable],
@@ -453,7 +454,7 @@ def builds(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
     if a.blind:
         found = blind.groups(mutants, blind.applies_on(a.release, vbuild.go_env()))
         out = [(f"blind-{blind.key(g)}", blind.patches_of(g)) for g in found
-               if _kept_blind(a, g, suite, keep, quiet) is None]
+               if a.rerun or _kept_blind(a, g, suite, keep, quiet) is None]
         return out
     out = []
     if not a.no_baseline:
@@ -650,10 +651,13 @@ def _main(a: argparse.Namespace) -> int:
         raise cli.UsageError("--blind: none of these mutants has tests of its own (bench/mutants/blind.py OWN_TESTS)")
     if a.build_only:
         return build_ahead(a, forms)
+    suite = model.suite_hash(ROOT)
+    runs = a.results_dir / "mutants"  # each run's junit.xml, report and pytest.log
+    keep = a.kept or runs
     if a.provider == "kind" and not os.environ.get("DOCKER_HOST"):
         # Asked before anything boots; a bench whose every result is kept (writing --docs again)
         # runs nothing and needs no host.
-        todo = builds(a, forms, model.suite_hash(ROOT), a.kept or a.results_dir / "mutants")
+        todo = builds(a, forms, suite, keep)
         if todo:
             raise cli.NotReady(f"--provider kind needs the kind host's DOCKER_HOST for {len(todo)} run(s)"
                                f" ({', '.join(name for name, _ in todo[:3])}{', ...' if len(todo) > 3 else ''}):"
@@ -662,9 +666,6 @@ def _main(a: argparse.Namespace) -> int:
     refused = claim(shared.state_dir) if a.provider == "vm" else None
     if refused:
         raise cli.NotReady(refused)
-    suite = model.suite_hash(ROOT)
-    runs = a.results_dir / "mutants"  # each run's junit.xml, report and pytest.log
-    keep = a.kept or runs
     for d in (runs, keep):
         d.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

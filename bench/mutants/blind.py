@@ -186,18 +186,8 @@ def judged(o: Outcome, refused_skips: Sequence[str], unjudged: frozenset[str] = 
     return o
 
 
-NOT_YET = "no result of this suite kept yet"
-
-
-def not_yet(group: Sequence[Mutant]) -> Outcome:
-    """A group's row where no run of this suite is kept (the docs' table lists every group)."""
-    return Outcome(f"blind-{key(group)}", "", NOT_RUN, detail=NOT_YET)
-
-
 def verdict(o: Outcome) -> str:
     """What one group's run says of its members."""
-    if o.verdict == NOT_RUN and o.detail == NOT_YET:
-        return "not run on this suite"
     if o.verdict == SURVIVED:
         return f"blind before: each survived the suite without the group's own tests ({o.passed} passed)"
     if o.verdict == CAUGHT:
@@ -208,22 +198,25 @@ def verdict(o: Outcome) -> str:
     return f"could not test: {o.detail}"[:300]
 
 
-def table(done: Sequence[tuple[Sequence[Mutant] | str, Outcome]], date: str, release: str) -> str:
-    """One row per build (and per mutant not applicable to the release), then the count."""
+def table(done: Sequence[tuple[Sequence[Mutant] | str, Outcome | None]], date: str, release: str) -> str:
+    """One row per build (and per mutant not applicable to the release), then the count; a build
+    with no result of this suite (None) reads "not run on this suite", counted apart."""
     rows = ["| build | mutants | verdict | wall time | selection |", "|---|---|---|---|---|"]
     for group, o in done:
         names = group if isinstance(group, str) else ", ".join(m.patch.path.stem for m in group)
-        took = "—" if o.verdict == NOT_APPLICABLE or o.detail == NOT_YET else f"{o.seconds / 60:.1f} min"
-        rows.append(f"| {o.build or '—'} | {names} | {verdict(o)} | {took} | {o.selection or '—'} |")
-    ran = [(g, o) for g, o in done if o.verdict != NOT_APPLICABLE and o.detail != NOT_YET]
-    waiting = [(g, o) for g, o in done if o.detail == NOT_YET]
+        if o is None:
+            rows.append(f"| — | {names} | not run on this suite | — | — |")
+            continue
+        took = "—" if o.verdict == NOT_APPLICABLE else f"{o.seconds / 60:.1f} min"
+        rows.append(f"| {o.build} | {names} | {verdict(o)} | {took} | {o.selection or '—'} |")
+    ran = [(g, o) for g, o in done if o is not None and o.verdict != NOT_APPLICABLE]
+    waiting = [g for g, o in done if o is None]
     blind_to = sum(len(g) for g, o in ran if o.verdict == SURVIVED)
     total = sum(len(g) for g, _ in ran)
-    na = sum(1 for _, o in done if o.verdict == NOT_APPLICABLE)
+    na = len(done) - len(ran) - len(waiting)
     count = f"the suite without their own tests was blind to {blind_to}/{total} mutants, {na} not applicable"
     if waiting:
-        count += (f"; {sum(len(g) for g, _ in waiting)} mutants in {len(waiting)} builds not run on this"
-                  " suite yet")
+        count += f"; {sum(map(len, waiting))} mutants in {len(waiting)} builds not run on this suite yet"
     if any(o.verdict == NOT_RUN for _, o in ran):
         count += "; some could not be tested"
     return "\n".join([f"Blind before their tests, on {release} ({date})", "", *rows, "", count]) + "\n"

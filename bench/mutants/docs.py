@@ -21,6 +21,7 @@ a section per release (and provider): the blind table of every group, from their
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 BEGIN = "<!-- mutants:begin -->"
@@ -105,29 +106,36 @@ def render(by_release: dict[str, str]) -> str:
              "| release | caught | not applicable | false alarms | run | suite version |\n",
              "|---|---|---|---|---|---|\n",
              *[row + "\n" for row in rows]]
-    for r in releases:
-        parts.append(f"\n<!-- mutants:{r}:begin -->\n{by_release[r]}<!-- mutants:{r}:end -->\n")
-    return "".join(parts)
+    return "".join(parts) + _sections_text("mutants", by_release)
+
+
+def _sections_text(name: str, by_release: dict[str, str]) -> str:
+    """Every release's section of block ``name``, oldest first, between its markers."""
+    return "".join(f"\n<!-- {name}:{r}:begin -->\n{by_release[r]}<!-- {name}:{r}:end -->\n"
+                   for r in sorted(by_release, key=_version))
+
+
+def _replace_section(path: Path, name: str, section_key: str, text: str,
+                     rendered: Callable[[dict[str, str]], str]) -> None:
+    """Put ``text`` as the section ``section_key`` of block ``name``, keep the others, and write
+    the block again as ``rendered`` makes it from them (all but its end marker)."""
+    start, end = block(path, name)
+    page = path.read_text(encoding="utf-8")
+    by_release = sections(path, name)
+    by_release[section_key] = text
+    path.write_text(page[:start] + rendered(by_release) + page[end:], encoding="utf-8")
 
 
 def write(path: Path, release: str, table_text: str, suite: str, ran: int | None = None,
           total: int | None = None, provider: str = "vm") -> None:
     """Replace the section of ``release`` on ``provider`` in the page's block with this run's, keep
     the others, and write the summary again."""
-    start, end = block(path)
-    text = path.read_text(encoding="utf-8")
-    by_release = sections(path)
-    by_release[key(release, provider)] = section(key(release, provider), table_text, suite, ran, total)
-    path.write_text(text[:start] + render(by_release) + text[end:], encoding="utf-8")
+    _replace_section(path, "mutants", key(release, provider),
+                     section(key(release, provider), table_text, suite, ran, total), render)
 
 
 def write_blind(path: Path, release: str, table_text: str, suite: str, provider: str = "vm") -> None:
     """Replace the blind section of ``release`` on ``provider``, keep the others: the table says
     its own count, so the block has no summary of its own."""
-    start, end = block(path, BLIND)
-    text = path.read_text(encoding="utf-8")
-    by_release = sections(path, BLIND)
-    by_release[key(release, provider)] = section(key(release, provider), table_text, suite)
-    ordered = sorted(by_release, key=_version)
-    body = "".join(f"\n<!-- {BLIND}:{r}:begin -->\n{by_release[r]}<!-- {BLIND}:{r}:end -->\n" for r in ordered)
-    path.write_text(text[:start] + f"<!-- {BLIND}:begin -->\n" + body + text[end:], encoding="utf-8")
+    _replace_section(path, BLIND, key(release, provider), section(key(release, provider), table_text, suite),
+                     lambda by_release: f"<!-- {BLIND}:begin -->\n" + _sections_text(BLIND, by_release))
