@@ -232,6 +232,12 @@ def test_the_docs_blind_table_lists_every_group_kept_or_not_yet(tmp_path: Path, 
     assert "was blind to 1/1 mutants" in body and f"{len(groups) - 1} builds not run on this suite yet" in body
 
 
+def test_the_blind_count_says_one_mutant_in_one_build_in_the_singular() -> None:
+    """One group of one mutant not yet run: "1 mutant in 1 build", not "1 mutants in 1 builds"."""
+    body = blind.table([(_fake(["no-behavior-log-inverted"]), None)], "2026-12-06", "v1.37.2")
+    assert body.endswith("; 1 mutant in 1 build not run on this suite yet\n")
+
+
 def test_a_blind_run_on_some_behaviors_loses_no_test_to_the_behaviors_it_left_out(tmp_path: Path) -> None:
     """A group that runs on LimitedSwap alone: the other behaviors' "not selected" skips are the
     run's own scope (in no cell of it, as in the matrix), not tests it could not take; a skip the

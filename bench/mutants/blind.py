@@ -216,8 +216,9 @@ def table(done: Sequence[tuple[Sequence[Mutant] | str, Outcome | None]], date: s
     na = len(done) - len(ran) - len(waiting)
     count = f"the suite without their own tests was blind to {blind_to}/{total} mutants, {na} not applicable"
     if waiting:
-        count += (f"; {sum(map(len, waiting))} mutants in {len(waiting)} build{'s' * (len(waiting) != 1)} not run on"
-                  " this suite yet")
+        mutants = sum(map(len, waiting))
+        count += (f"; {mutants} mutant{'s' * (mutants != 1)} in {len(waiting)} build{'s' * (len(waiting) != 1)}"
+                  " not run on this suite yet")
     if any(o.verdict == NOT_RUN for _, o in ran):
         count += "; some could not be tested"
     return "\n".join([f"Blind before their tests, on {release} ({date})", "", *rows, "", count]) + "\n"
