@@ -107,9 +107,9 @@ def read_junit(junit: Path) -> list[tuple[object, bool]]:
     (the test never reached the node's verdict). Tests without a behavior (none in e2e/) are left
     out."""
     from e2e import verdict
-    # The suite's own words for a lost connection; imported, not renamed public: e2e/'s code is
-    # the suite's version (bench/mutants suite_hash), and a rename would re-key every kept result.
-    from e2e.observe import _CONNECTION_LOST as LOST
+    # The suite's own words for an API server that stopped serving; imported, not renamed public:
+    # e2e/'s code is the suite's version (bench/mutants suite_hash), and a rename would re-key every kept result.
+    from e2e.observe import _API_SERVER_LOST as LOST
 
     found = []
     for case in inputs.read_junit(junit, "the run's JUnit report").cases:

@@ -152,13 +152,33 @@ class EvictionWatch:
             return False
         return self.moments[-1].t - max(e.t for e in self.evictions) >= quiet
 
-    def evicted(self) -> list[str]:
-        """In the order the kubelet decided them: its "Evicted" event's second where there is one,
-        then the condition's second, then the order the watch saw them. The condition alone can
-        misorder two evictions seconds apart: a pod slower to die is marked after the pod the
-        kubelet evicted next (its own messages, the available memory at each eviction, say which
-        went first)."""
-        return [e.key for e in sorted(self.evictions, key=lambda e: (e.decided or e.at, e.at, e.t))]
+    def evicted(self, expected: Sequence[str] = ()) -> list[str]:
+        """In the order the kubelet decided them: its "Evicted" events' seconds, then the marks'
+        (the DisruptionTarget condition's), then the order the watch saw them. The mark alone can
+        misorder two evictions: a pod slower to die is marked after the pod the kubelet evicted
+        next.
+
+        An eviction whose event never reached the API server (one too loaded to take it) was
+        decided at its mark or before, and no earlier bound is seen: a mark is no time on the
+        events' clock to sort by. It is put where ``expected`` puts it when that leaves no pod
+        ahead of it decided after its mark; otherwise, or when ``expected`` does not have it,
+        at the latest place its mark allows, after the last pod decided no later than it was
+        marked (so a pod marked before a pod expected ahead of it was decided is out of order)."""
+        order = sorted((e for e in self.evictions if e.decided), key=lambda e: (e.decided, e.at, e.t))
+        rank = {key: i for i, key in enumerate(expected)}
+        unknown = sorted((e for e in self.evictions if not e.decided),
+                         key=lambda e: (rank.get(e.key, len(rank)), e.at, e.t))
+        for e in unknown:
+            bound = e.at or "\uffff"  # without a mark either, nothing bounds it
+            # where its mark allows it at the latest: after every pod decided by then
+            latest = max((i + 1 for i, o in enumerate(order) if o.decided and o.decided <= bound), default=0)
+            place = latest
+            if e.key in rank:
+                wanted = next((i for i, o in enumerate(order) if rank.get(o.key, len(rank)) > rank[e.key]), len(order))
+                if all(not o.decided or o.decided <= bound for o in order[:wanted]):
+                    place = wanted
+            order.insert(place, e)
+        return [e.key for e in order]
 
     def refresh(self) -> None:
         """Evicted pods reach their final phase after the mark: read each one's last status, and
@@ -211,6 +231,10 @@ def account(watch: EvictionWatch, designed: list[str], threshold: int, grace: in
                          f" / ws {moment.working_set.get(key)} / swap {moment.swap.get(key)}")
         candidates = oracle.eviction_candidates(p for k, p in moment.pods.items() if k in moment.working_set)
         lines.append(f"oracle order (tiers): {oracle.eviction_ranking(candidates, moment.working_set)}")
+    lost = [e.key for e in watch.evictions if not e.decided]
+    if lost:
+        lines.append(f"no Evicted event for {lost}: each was decided at its mark or before, and is ordered where the"
+                     " oracle puts it unless a pod ahead of it there was decided after that mark (EvictionWatch.evicted)")
     lines.append("evictions seen: " + "; ".join(f"t={e.t:.0f}s (decided {e.decided or '?'}, marked {e.at}) {e.key}: {e.phase} {e.reason!r} exit {e.exit_codes}:"
                                                  f" {e.message}" for e in watch.evictions))
     changes, previous = [], None

@@ -49,17 +49,20 @@ def _overloaded(error: Exception) -> bool:
     return isinstance(error, ApiException) and (error.status == 429 or error.status in RETRIED_STATUSES)
 
 
-# How a lost connection to the API server reads once a bounded wait has turned it into text.
-_CONNECTION_LOST = ("Connection refused", "Connection reset", "Connection aborted", "EOF occurred in violation",
-                    "Max retries exceeded", "RemoteDisconnected", "Read timed out")
+# How an API server that stopped serving reads once a bounded wait has turned it into text: a lost
+# connection, or an overloaded answer (wait_for's last state: 5xx or 429) that lasted to the deadline.
+_API_SERVER_LOST = ("Connection refused", "Connection reset", "Connection aborted", "EOF occurred in violation",
+                    "Max retries exceeded", "RemoteDisconnected", "Read timed out",
+                    "the API server answered 50", "the API server answered 429")
 
 
-def connection_lost(error: BaseException) -> bool:
-    """Whether an error, or one it was raised from, is the API server not answering at the
+def api_server_lost(error: BaseException) -> bool:
+    """Whether an error, or one it was raised from, is the API server not serving: at the
     connection level (the client library's connection errors: refused, reset, a TLS handshake
-    cut, no answer in time), as opposed to an answer (a status, a wrong value) or an error of
-    another channel (the vm guest agent's socket). A certificate the client refuses is a wrong
-    kubeconfig, not a lost server; a context suppressed (`raise ... from None`) is not followed."""
+    cut, no answer in time), or a bounded wait that saw only its overloaded answers (5xx, 429) to
+    the end, as opposed to an answer (a status, a wrong value) or an error of another channel
+    (the vm guest agent's socket). A certificate the client refuses is a wrong kubeconfig, not a
+    lost server; a context suppressed (`raise ... from None`) is not followed."""
     import ssl
 
     from urllib3.exceptions import HTTPError as Urllib3Error
@@ -73,7 +76,7 @@ def connection_lost(error: BaseException) -> bool:
             return False
         if isinstance(current, (Urllib3Error, ssl.SSLEOFError)):
             return True
-        if isinstance(current, AssertionError) and any(marker in str(current) for marker in _CONNECTION_LOST):
+        if isinstance(current, AssertionError) and any(marker in str(current) for marker in _API_SERVER_LOST):
             return True  # a bounded wait's last state
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return False

@@ -377,7 +377,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
     context = account(watch, designed, plan.threshold, GRACE, "\n".join([
         f"oracle inputs at settle: {plan.describe(usage)}", elsewhere, signal.describe(),
         f"every pod's stats back after the restart: {'never' if stats_back is None else f'at {stats_back:.0f}s'}"]))
-    evicted = watch.evicted()
+    evicted = watch.evicted(plan.expected)
     # Usage is constant once every pod holds its allocation: the ranking the kubelet applies at
     # each eviction is the one at settle.
     problems = oracle.eviction_order_problems(list(settled.pods.values()), usage, evicted, designed)
@@ -562,7 +562,7 @@ def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: Swa
           f" {min((m.node_available for m in looks if m.node_available is not None), default=None)})",
           explain=context)
     claim(ws.record, "evictions for the pods' signal", [k.split("/")[1] for k in expected],
-          [k.split("/")[1] for k in watch.evicted()], f"rankMemoryPressure; working sets {usage}; signal {signal}",
+          [k.split("/")[1] for k in watch.evicted(expected)], f"rankMemoryPressure; working sets {usage}; signal {signal}",
           explain=context)
     claim(ws.record, "what evicted pods say", [], watch.problems_with_evicted_pods(),
           "DisruptionTarget/TerminationByKubelet naming memory", explain=context)

@@ -369,7 +369,14 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         "def test_api_lost_in_setup(api):\n    pass\n\n"
         "def test_api_lost_in_the_test(request):\n"
         "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
-        "    _lost()\n")
+        "    _lost()\n\n"
+        # an API server that answered only 504s until the create's bound ran out (kind run 44)
+        "@pytest.fixture\n"
+        "def overloaded(request):\n"
+        "    request.node.user_properties.append(('swap_behavior', 'NoSwap'))\n"
+        "    raise AssertionError('gave up after 300s waiting for create pod a/b; last seen: the API server answered 504'\n"
+        "                      ' Gateway Timeout: context deadline exceeded')\n\n"
+        "def test_api_overloaded_in_setup(overloaded):\n    pass\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={tmp_path / 'j.xml'}",
                     "e2e"], cwd=tmp_path, capture_output=True, timeout=120)
@@ -383,6 +390,7 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         # never reached the node's verdict: could not test; in the test itself it stays a failure
         "e2e/test_resize.py::test_api_lost_in_setup": ("LimitedSwap", "failed", "", True),
         "e2e/test_resize.py::test_api_lost_in_the_test": ("LimitedSwap", "failed", "", False),
+        "e2e/test_resize.py::test_api_overloaded_in_setup": ("NoSwap", "failed", "", True),
     }
     assert {r.module for r, _ in matrix.read_junit(tmp_path / "j.xml")} == {"test_resize"}
 

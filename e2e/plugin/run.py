@@ -27,7 +27,7 @@ from clusters import progress, shared
 from clusters.cli import Exit
 from clusters.provider import Provider, SwapNode
 from clusters.redact import redact
-from e2e.observe import connection_lost
+from e2e.observe import api_server_lost
 from e2e.plugin import hooks, summary
 from e2e.plugin.nodes import behavior_of
 from e2e.plugin.options import settings
@@ -190,7 +190,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
     results directory, an xdist worker's report to the controller): a failure or a skip may say
     what a kubeconfig, a node or a tool said."""
     report = yield
-    if report.failed and call.excinfo is not None and connection_lost(call.excinfo.value):
+    if report.failed and call.excinfo is not None and api_server_lost(call.excinfo.value):
         section = node_view_section(item)
         if section:
             report.sections.append(section)
