@@ -1,7 +1,8 @@
 """Whether the API server has KEP-5359's `resources.limits.swap`: a server-side dry run of a pod
 with the field, asked once per cluster, behavior and build in a worker. Only a refusal of the
-field itself (probe_refusal) means no KEP-5359: a skip on NoSwap/LimitedSwap, "could not test"
-on WorkloadControlledSwap; any other rejection of the probe fails with the server's message."""
+field itself (probe_refusal), or a pod taken with the field dropped, means no KEP-5359: a skip on
+NoSwap/LimitedSwap, "could not test" on WorkloadControlledSwap; any other rejection of the probe
+fails with the server's message."""
 
 from __future__ import annotations
 
@@ -81,15 +82,29 @@ def refusal(ws: Workspace, manifest: dict[str, Any]) -> str | None:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        sent("the limits.swap probe pod (a dry run)",
-             lambda: ws.observer.core.create_namespaced_pod(ws.namespace, manifest, dry_run="All", _request_timeout=30))
-        return None
+        answer = sent("the limits.swap probe pod (a dry run)",
+                      lambda: ws.observer.core.create_namespaced_pod(ws.namespace, manifest, dry_run="All",
+                                                                     _request_timeout=30))
     except ApiException as error:
         rejection = probe_refusal(error.status, error.body)
+    else:
+        # A server that knows the field but has it turned off may take the pod and drop the field
+        # (the API's disabled-field rule): the pods the tests make would then have no limits.swap.
+        if not swap_limit_kept(answer):
+            return "the API server took the probe pod but dropped its resources.limits.swap (the field is off there)"
+        return None
     if not rejection.field_refused:
         pytest.fail(f"the API server rejected the limits.swap probe pod, not (only) for the field: {rejection.message}",
                     pytrace=False)
     return rejection.message[:400]
+
+
+def swap_limit_kept(pod: Any) -> bool:
+    """Whether the API server's answer (the pod as it would be stored) still has every container's
+    limits.swap."""
+    containers = getattr(getattr(pod, "spec", None), "containers", None) or []
+    return bool(containers) and all("swap" in ((getattr(c.resources, "limits", None) or {}) if c.resources else {})
+                                    for c in containers)
 
 
 def swap_probe(ws: Workspace) -> dict[str, Any]:

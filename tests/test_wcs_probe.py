@@ -117,3 +117,32 @@ def test_a_worker_asks_the_api_server_once_and_later_tests_skip_before_a_namespa
     other = SwapNode("NoSwap", "kind", "ksc-mixed", "/k", "n2", "v1.37.1", "6.12", 8 << 30, 8 << 30, 4 << 30, True)
     wcs.skip_where_limits_swap_was_refused(other, request)  # another behavior asks for itself
     assert asked == ["ksc-a"]
+
+
+@pytest.mark.parametrize(("limits", "refused"), [
+    ({"memory": "64Mi", "swap": "48Mi"}, False),
+    ({"memory": "64Mi"}, True),  # taken, the field dropped: no KEP-5359 to test there
+    (None, True),
+])
+def test_a_probe_taken_without_its_limits_swap_is_no_kep_5359(limits: dict | None, refused: bool,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from kubernetes.client import V1Container, V1Pod, V1PodSpec, V1ResourceRequirements
+
+    from clusters.provider import SwapNode
+    from e2e import wcs
+
+    monkeypatch.setattr(wcs, "_ANSWERS", {})
+
+    def dry_run(namespace: str, manifest: dict, dry_run: str, _request_timeout: int) -> V1Pod:
+        return V1Pod(spec=V1PodSpec(containers=[V1Container(name="c", resources=V1ResourceRequirements(limits=limits))]))
+
+    ws = SimpleNamespace(observer=SimpleNamespace(core=SimpleNamespace(create_namespaced_pod=dry_run)),
+                         image="img", namespace="ksc-a", test="t")
+    node = SwapNode("LimitedSwap", "kind", "ksc-mixed", "/k", "n1", "v1.37.1", "6.12", 8 << 30, 8 << 30, 4 << 30, True)
+    if refused:
+        with pytest.raises(pytest.skip.Exception, match="dropped its resources.limits.swap"):
+            wcs.needs_limits_swap_api(ws, node, SimpleNamespace(config=None))
+    else:
+        wcs.needs_limits_swap_api(ws, node, SimpleNamespace(config=None))
