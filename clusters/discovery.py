@@ -18,6 +18,11 @@ class DiscoveryError(RuntimeError):
     pass
 
 
+class DiscoveryGaveUp(DiscoveryError):
+    """No answer within the bound, only answers a later attempt may change (a timeout, a refused
+    connection, a 5xx): a wait around discovery may look again."""
+
+
 def check_kubeconfig(kubeconfig: str, what: str = "kubeconfig") -> None:
     """A readable UTF-8 YAML mapping with clusters, contexts and users, each a list of named
     entries (clusters/inputs.py reads it and its shape), or one DiscoveryError; ``what`` names
@@ -147,7 +152,7 @@ def get_json(api: Any, path: str, what: str, seconds: float = 60) -> Any:
                 raise DiscoveryError(permanent) from None
             last = error
         time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
-    raise DiscoveryError(f"gave up after {time.monotonic() - start:.0f}s waiting for {what} ({path} on"
+    raise DiscoveryGaveUp(f"gave up after {time.monotonic() - start:.0f}s waiting for {what} ({path} on"
                          f" {_server(api)}): {_brief(last)}")
 
 
@@ -244,15 +249,21 @@ def _ready(node: dict[str, Any]) -> bool:
 def discover(
     kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None, seconds: float = 60
 ) -> list[SwapNode]:
-    """Every Ready, schedulable node in the cluster, with the behavior its kubelet really runs."""
+    """Every Ready, schedulable node in the cluster, with the behavior its kubelet really runs;
+    within `seconds` in all, however many nodes it asks."""
     api = api_client(kubeconfig, retries=False)
-    nodes = get_json(api, "/api/v1/nodes", f"the node list of {cluster}", seconds)["items"]
+    deadline = time.monotonic() + seconds
+
+    def left() -> float:
+        return max(1.0, deadline - time.monotonic())
+
+    nodes = get_json(api, "/api/v1/nodes", f"the node list of {cluster}", left())["items"]
     found = []
     for node in nodes:
         if not _ready(node) or not _schedulable(node, single=len(nodes) == 1):
             continue
         name = node["metadata"]["name"]
-        config = kubelet_config(api, name, seconds)
+        config = kubelet_config(api, name, left())
         raw_behavior = (config.get("memorySwap") or {}).get("swapBehavior") or ""
         try:
             behavior = normalize(raw_behavior)
@@ -263,7 +274,7 @@ def discover(
         swap = (info.get("swap") or {}).get("capacity")
         if swap is None:  # kubelets before 1.33 do not publish it
             swap = swap_total_from_summary(get_json(api, f"/api/v1/nodes/{name}/proxy/stats/summary",
-                                                    f"node {name}'s /stats/summary", seconds))
+                                                    f"node {name}'s /stats/summary", left()))
         found.append(
             SwapNode(
                 behavior=behavior,
@@ -298,22 +309,31 @@ def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Ca
 
     A restarted kubelet's first node status can say NotReady (its runtime and network checks
     not passed yet) after the old kubelet's Ready was seen, even right after /configz shows the
-    new config: taking the first status would fail a correct kubelet. So the node is looked for
-    until it is there, within `seconds`; one that never comes back Ready still fails, naming
-    what was found."""
+    new config, and its /configz may answer 503 until it listens: taking the first answer would
+    fail a correct kubelet. So the node is looked for until it is there, within `seconds` (each
+    look within what is left of them); one that never comes back Ready still fails, naming what
+    was found or why the last look found nothing."""
     from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+    bound = waits.bound(seconds)
+    deadline = time.monotonic() + bound
     seen: list[SwapNode] = []
+    unanswered: list[DiscoveryGaveUp] = []
 
     def look() -> SwapNode | None:
-        seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True)
+        try:
+            seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True, seconds=max(1.0, deadline - time.monotonic()))
+        except DiscoveryGaveUp as error:  # not yet; a permanent error still ends the wait
+            unanswered[:] = [error]
+            return None
+        unanswered.clear()
         return next((n for n in seen if wanted(n)), None)
 
-    found = Retrying(stop=stop_after_delay(waits.bound(seconds)), wait=wait_fixed(AFTER_RESTART_POLL),
+    found = Retrying(stop=stop_after_delay(bound), wait=wait_fixed(AFTER_RESTART_POLL),
                      retry=retry_if_result(lambda n: n is None), retry_error_callback=lambda state: None)(look)
     if found is None:
-        raise NotReadyAfterRestart(f"{what}: not Ready and schedulable {waits.bound(seconds):.0f}s after its kubelet restarted"
-                                   f" (found: {summary(seen)})")
+        last = f"the last look: {unanswered[0]}" if unanswered else f"found: {summary(seen)}"
+        raise NotReadyAfterRestart(f"{what}: not Ready and schedulable {bound:.0f}s after its kubelet restarted ({last})")
     return found
 
 

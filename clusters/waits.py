@@ -72,7 +72,7 @@ NODE_SIGNAL = Wait(0, clock=60, what="new cAdvisor samples of the node (four hou
 METRIC = Wait(120, clock=60, what="a metric or stats figure for a new container")
 STATS_SETTLED = Wait(120, clock=60, what="/stats/summary showing every pod's allocation, and a node sample since")
 # eviction
-LEFTOVER_PODS = Wait(300, what="other tests' pods terminating on the node")
+LEFTOVER_PODS = Wait(600, what="other tests' pods terminating on the node (their namespaces deleted while the other node runs a test)")
 TAINT = Wait(30, clock=30, what="the MemoryPressure taint after the condition")
 FIRST_EVICTION = Wait(200, clock=40, what="the first eviction after the threshold, past its grace period")
 EVICTION_WATCH = Wait(840, clock=60, what="a whole eviction episode, until pressure is over")

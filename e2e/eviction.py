@@ -95,7 +95,9 @@ def eviction_of(pod: dict[str, Any]) -> dict[str, Any] | None:
 @dataclass
 class EvictionWatch:
     observer: NodeObserver
-    start: float = field(default_factory=time.monotonic)
+    # looked up when the watch starts, not bound at import: the clock is whatever time.monotonic
+    # is then (the simulated kubelet's, in tests/test_eviction_simulated.py)
+    start: float = field(default_factory=lambda: time.monotonic())
     moments: list[Moment] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
 
@@ -160,24 +162,20 @@ class EvictionWatch:
 
         An eviction whose event never reached the API server (one too loaded to take it) was
         decided at its mark or before, and no earlier bound is seen: a mark is no time on the
-        events' clock to sort by. It is put where ``expected`` puts it when that leaves no pod
-        ahead of it decided after its mark; otherwise, or when ``expected`` does not have it,
-        at the latest place its mark allows, after the last pod decided no later than it was
-        marked (so a pod marked before a pod expected ahead of it was decided is out of order)."""
+        events' clock to sort by. It is put where ``expected`` puts it, unless a pod ahead of it
+        there was decided after its mark; then, or when ``expected`` does not have it, at the
+        latest place its mark allows: before the first pod decided after it was marked (so a pod
+        marked before a pod expected ahead of it was decided is out of order)."""
         order = sorted((e for e in self.evictions if e.decided), key=lambda e: (e.decided, e.at, e.t))
         rank = {key: i for i, key in enumerate(expected)}
         unknown = sorted((e for e in self.evictions if not e.decided),
                          key=lambda e: (rank.get(e.key, len(rank)), e.at, e.t))
         for e in unknown:
             bound = e.at or "\uffff"  # without a mark either, nothing bounds it
-            # where its mark allows it at the latest: after every pod decided by then
-            latest = max((i + 1 for i, o in enumerate(order) if o.decided and o.decided <= bound), default=0)
-            place = latest
-            if e.key in rank:
-                wanted = next((i for i, o in enumerate(order) if rank.get(o.key, len(rank)) > rank[e.key]), len(order))
-                if all(not o.decided or o.decided <= bound for o in order[:wanted]):
-                    place = wanted
-            order.insert(place, e)
+            latest = next((i for i, o in enumerate(order) if o.decided and o.decided > bound), len(order))
+            wanted = (next((i for i, o in enumerate(order) if rank.get(o.key, len(rank)) > rank[e.key]), len(order))
+                      if e.key in rank else latest)
+            order.insert(min(wanted, latest), e)
         return [e.key for e in order]
 
     def refresh(self) -> None:
@@ -344,6 +342,10 @@ def extra_evictions(evictions: Sequence[Eviction], expected: Sequence[str]) -> l
 # for an exact window, which a live node may never give (its root cgroup's files move between
 # reads), at tens of seconds a round: a runc exec per round, while the node is held alone.
 NODE_SIGNAL_SAMPLES = 2
+# Summaries read before the check may end without a new sample: the bound is the node's clock
+# (housekeeping intervals), but on a loaded node one round can take most of it, and one or two
+# summaries are too few looks to say that cAdvisor took no sample.
+NODE_SIGNAL_LOOKS = 4
 
 
 @dataclass(frozen=True)
@@ -477,7 +479,7 @@ def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages
                              seconds: float | waits.Wait = waits.NODE_SIGNAL, samples: int = NODE_SIGNAL_SAMPLES) -> SignalCheck:
     """Read the node's root cgroup files and /stats/summary in turn until a new summary sample
     falls between two reads of unchanged files (exact), `samples` new samples have come, or
-    `seconds` pass; judge every window.
+    `seconds` have passed and at least NODE_SIGNAL_LOOKS summaries were read; judge every window.
 
     Why not exact every time: /stats/summary serves cAdvisor's cached sample ("external calls to
     the summary API use cached stats", server/stats/handler.go), taken at a moment we cannot
@@ -510,6 +512,6 @@ def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages
         memories.append(memory())
         reads.append(read())
         windows = sample_windows(reads, memories)
-        if judged_enough(windows, samples) or time.monotonic() > deadline:
+        if judged_enough(windows, samples) or (time.monotonic() > deadline and len(memories) >= NODE_SIGNAL_LOOKS):
             break
     return SignalCheck(capacity, hugepages, reads, memories, windows, node_memory_problems(windows, capacity, hugepages))

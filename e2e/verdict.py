@@ -12,8 +12,8 @@ verdict on it. Pure functions of the results, so every rule is self-tested.
   - elsewhere a skip is accepted only with a reason this module can check: the node fixture's
     `min_kubernetes`/`min_kernel` skip ("needs kubelet >= 1.33; node N runs v1.32.4", re-checked
     here: the version it names must really be older), or, on NoSwap and LimitedSwap, the
-    KEP-5359 test's "the API server refuses resources.limits.swap" (raised only after the
-    server's own message named the field as refused), or one of TOPOLOGY_SKIPS, each for its one
+    KEP-5359 test's "the API server does not keep resources.limits.swap" (raised only after the
+    server's own message named the field as refused, or its answer to a dry run lacked it), or one of TOPOLOGY_SKIPS, each for its one
     test: the hard-threshold eviction test's "the node runs the API server in its pods cgroup"
     (raised only after the API server's pod was seen on that node: the vm node, kind's control
     plane; squeezing the pods cgroup would starve the control plane) and the swapoff test's "the
@@ -59,8 +59,9 @@ WORKLOAD_CONTROLLED_SWAP_CHECKS: tuple[str, ...] = REQUIRED_CHECKS[WORKLOAD_CONT
 DEFAULT_REQUIRED: tuple[str, ...] = (NO_SWAP, LIMITED_SWAP)
 
 # The skip of e2e/test_workload_controlled_swap.py where the API server refuses the field itself
-# (its probe's rejection names only resources.limits/requests[swap] as an invalid resource name).
-NO_LIMITS_SWAP_API = "the API server refuses resources.limits.swap (no KEP-5359)"
+# (its probe's rejection names only resources.limits/requests[swap] as an invalid resource name)
+# or takes the probe pod and drops the field (it is off there).
+NO_LIMITS_SWAP_API = "the API server does not keep resources.limits.swap (no KEP-5359)"
 # The skip of e2e/test_eviction.py's hard-threshold test where the node it would squeeze hosts the
 # API server (seen among the node's pods first).
 HOSTS_THE_API_SERVER = "the node runs the API server in its pods cgroup, which this test squeezes"

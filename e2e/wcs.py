@@ -103,8 +103,7 @@ def swap_limit_kept(pod: Any) -> bool:
     """Whether the API server's answer (the pod as it would be stored) still has every container's
     limits.swap."""
     containers = getattr(getattr(pod, "spec", None), "containers", None) or []
-    return bool(containers) and all("swap" in ((getattr(c.resources, "limits", None) or {}) if c.resources else {})
-                                    for c in containers)
+    return bool(containers) and all("swap" in (getattr(c.resources, "limits", None) or {}) for c in containers)
 
 
 def swap_probe(ws: Workspace) -> dict[str, Any]:

@@ -5,6 +5,7 @@ cgroup files (the kubelet's rule, and the windows a cached summary sample can be
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -259,3 +260,50 @@ def test_the_signal_check_ends_on_an_exact_window_or_two_new_samples() -> None:
     exact = SampleWindow(memory("t", 1000, 900, CAPACITY - 900), (read(1000),) * 3)
     assert not judged_enough([]) and not judged_enough([moving])
     assert judged_enough([exact]) and judged_enough([moving, moving])
+
+
+class SlowNode:
+    """The signal check's node, where one round (a read, a summary) outlasts the whole bound, as
+    on a loaded emulated node: the node's files and memory sample stay as they are until
+    `sample_after` summaries have been served, then a new sample comes."""
+
+    def __init__(self, sample_after: int) -> None:
+        self.summaries = 0
+        self.sample_after = sample_after
+        self.ws = type("Ws", (), {"namespace": "ns"})()
+        self.pod = "reader"
+
+    def read_cgroups(self, parts: Any, files: Any, meminfo: bool = False) -> Any:
+        return type("Read", (), {"files": {".": {"memory.current": "1000"}}, "meminfo": {"MemTotal": CAPACITY}})()
+
+    def exec(self, namespace: str, pod: str, container: str, argv: list[str]) -> Any:
+        return type("Done", (), {"stdout": "1000\ninactive_file 100\n"})()
+
+    def node_proxy(self, path: str) -> str:
+        self.summaries += 1
+        new = self.summaries > self.sample_after
+        sample = memory("t2" if new else "t1", 1000, 900, CAPACITY - 900)
+        return json.dumps({"node": {"memory": sample}})
+
+
+def test_the_signal_check_reads_enough_summaries_before_it_says_no_sample_came() -> None:
+    from e2e.eviction import NODE_SIGNAL_LOOKS, check_node_memory_signal
+
+    node = SlowNode(sample_after=NODE_SIGNAL_LOOKS - 1)
+    check = check_node_memory_signal(node, node, 0, seconds=0)  # type: ignore[arg-type]
+    assert check.problems == [] and [w.memory["time"] for w in check.windows] == ["t2"]
+    stalled = SlowNode(sample_after=10**6)
+    check = check_node_memory_signal(stalled, stalled, 0, seconds=0)  # type: ignore[arg-type]
+    assert stalled.summaries == NODE_SIGNAL_LOOKS
+    assert check.problems == ["no new /stats/summary node memory sample came between two reads of the node's files"]
+
+
+def test_the_watch_counts_from_the_clock_in_use_when_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the simulated kubelet patches time.monotonic; a start bound to the real one at import made
+    # its moments late by however long the host took to get there (a flaky self-test under load)
+    import time
+
+    from e2e.eviction import EvictionWatch
+
+    monkeypatch.setattr(time, "monotonic", lambda: 42.0)
+    assert EvictionWatch(None).start == 42.0  # type: ignore[arg-type]

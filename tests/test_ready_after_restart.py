@@ -35,6 +35,67 @@ def test_a_node_that_never_comes_back_fails_naming_what_was_found(monkeypatch: p
         ready_after_restart("kc", "kind", "c", lambda n: n.name == "cp", "node cp of c", seconds=0.1)
 
 
+def test_a_kubelet_not_answering_yet_is_waited_for_within_the_same_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the old kubelet's Ready is still on the node while the new one does not listen yet: its
+    # /configz answers 503 through the API server (kind run 46), for longer than one look's bound
+    answers: list = [discovery.DiscoveryGaveUp("gave up after 60s waiting for node cp's kubelet /configz: 503"),
+                     [node("cp", "LimitedSwap")]]
+    budgets = []
+
+    def discover(*a, seconds: float, **k):  # noqa: ANN202
+        budgets.append(seconds)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(discovery, "discover", discover)
+    found = ready_after_restart("kc", "kind", "c", lambda n: n.name == "cp", "node cp of c", seconds=5)
+    assert found.name == "cp" and answers == []
+    assert all(b <= 5 for b in budgets) and budgets[1] <= budgets[0]  # each look within what is left
+
+
+def test_a_kubelet_that_never_answers_fails_with_the_last_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    def discover(*a, **k):  # noqa: ANN202
+        raise discovery.DiscoveryGaveUp("gave up after 1s waiting for node cp's kubelet /configz: 503 HTTP status")
+
+    monkeypatch.setattr(discovery, "discover", discover)
+    with pytest.raises(NotReadyAfterRestart, match=r"\(the last look: gave up after 1s waiting for node cp's kubelet"):
+        ready_after_restart("kc", "kind", "c", lambda n: n.name == "cp", "node cp of c", seconds=0.1)
+
+
+def test_a_permanent_discovery_error_ends_the_wait_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    looks = []
+
+    def discover(*a, **k):  # noqa: ANN202
+        looks.append(1)
+        raise discovery.DiscoveryError("the kubeconfig's credentials were refused")
+
+    monkeypatch.setattr(discovery, "discover", discover)
+    with pytest.raises(discovery.DiscoveryError, match="credentials"):
+        ready_after_restart("kc", "kind", "c", lambda n: n.name == "cp", "node cp of c", seconds=5)
+    assert looks == [1]
+
+
+def test_discovery_asks_every_node_within_one_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    asked: list[tuple[str, float]] = []
+    nodes = {"items": [{"metadata": {"name": n}, "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                                                            "nodeInfo": {"swap": {"capacity": 1}}}} for n in "abc"]}
+
+    def get_json(api, path: str, what: str, seconds: float):  # noqa: ANN001, ANN202
+        asked.append((path, seconds))
+        time.sleep(0.3)
+        return nodes if path == "/api/v1/nodes" else {"kubeletconfig": {}}
+
+    monkeypatch.setattr(discovery, "api_client", lambda *a, **k: None)
+    monkeypatch.setattr(discovery, "get_json", get_json)
+    discovery.discover("kc", "kind", "c", seconds=10)
+    assert [path for path, _ in asked][1:] == [f"/api/v1/nodes/{n}/proxy/configz" for n in "abc"]
+    assert all(later < earlier for (_, earlier), (_, later) in zip(asked, asked[1:]))  # what is left, not 10 s each
+
+
 # --- the Ready of the restarted kubelet, not the old one's (clusters/kubelet_config.py) ----------
 
 RESTART = 1_700_000_000.75  # the node's clock read just before the restart
