@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from clusters import waits
@@ -247,10 +247,12 @@ def _ready(node: dict[str, Any]) -> bool:
 
 
 def discover(
-    kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None, seconds: float = 60
+    kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None, seconds: float = 60,
+    names: Collection[str] | None = None,
 ) -> list[SwapNode]:
-    """Every Ready, schedulable node in the cluster, with the behavior its kubelet really runs;
-    within `seconds` in all, however many nodes it asks."""
+    """Every Ready, schedulable node in the cluster (of `names`, where given: the others' kubelets
+    are not asked), with the behavior its kubelet really runs; within `seconds` in all, however
+    many nodes it asks."""
     api = api_client(kubeconfig, retries=False)
     deadline = time.monotonic() + seconds
 
@@ -263,6 +265,8 @@ def discover(
         if not _ready(node) or not _schedulable(node, single=len(nodes) == 1):
             continue
         name = node["metadata"]["name"]
+        if names is not None and name not in names:
+            continue
         config = kubelet_config(api, name, left())
         raw_behavior = (config.get("memorySwap") or {}).get("swapBehavior") or ""
         try:
@@ -304,7 +308,8 @@ class NotReadyAfterRestart(RuntimeError):
 
 
 def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Callable[[SwapNode], bool], what: str,
-                        seconds: float | waits.Wait = waits.NODE_READY_AFTER_RESTART) -> SwapNode:
+                        seconds: float | waits.Wait = waits.NODE_READY_AFTER_RESTART,
+                        name: str | None = None) -> SwapNode:
     """The node `wanted` picks, once it is Ready and schedulable after its kubelet restarted.
 
     A restarted kubelet's first node status can say NotReady (its runtime and network checks
@@ -312,7 +317,8 @@ def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Ca
     new config, and its /configz may answer 503 until it listens: taking the first answer would
     fail a correct kubelet. So the node is looked for until it is there, within `seconds` (each
     look within what is left of them); one that never comes back Ready still fails, naming what
-    was found or why the last look found nothing."""
+    was found or why the last look found nothing. `name`: the node, where it is known, so that
+    another node's kubelet, restarting meanwhile for another test, is not asked."""
     from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
     bound = waits.bound(seconds)
@@ -322,7 +328,8 @@ def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Ca
 
     def look() -> SwapNode | None:
         try:
-            seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True, seconds=max(1.0, deadline - time.monotonic()))
+            seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True, seconds=max(1.0, deadline - time.monotonic()),
+                               names=None if name is None else (name,))
         except DiscoveryGaveUp as error:  # not yet; a permanent error still ends the wait
             unanswered[:] = [error]
             return None

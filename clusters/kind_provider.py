@@ -360,7 +360,7 @@ class KindProvider(Provider):
         """`node` again, once Ready and schedulable after its kubelet restarted."""
         try:
             return ready_after_restart(node.kubeconfig, self.name, node.cluster, lambda n: n.name == node.name,
-                                       f"node {node.name} of {node.cluster}")
+                                       f"node {node.name} of {node.cluster}", name=node.name)
         except NotReadyAfterRestart as error:
             raise KindError(str(error)) from None
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from clusters import waits
 from e2e import oracle
 from e2e.metrics import summary_system_container
-from e2e.observe import NodeObserver
+from e2e.observe import NodeObserver, unless_overloaded
 
 if TYPE_CHECKING:
     from e2e.nodefiles import NodeFiles
@@ -100,6 +100,12 @@ class EvictionWatch:
     start: float = field(default_factory=lambda: time.monotonic())
     moments: list[Moment] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)  # looks the API server answered overloaded
+
+    def look(self, stats: bool = True) -> Moment | None:
+        """poll() in a loop with its own deadline: None where the API server answered overloaded
+        (that look is lost, counted in `missed`; the next one sees what it would have)."""
+        return unless_overloaded(lambda: self.poll(stats), self.missed)
 
     def poll(self, stats: bool = True) -> Moment:
         """One look at the node. Without `stats` (no /stats/summary: the slow part) a look is
@@ -209,6 +215,8 @@ def account(watch: EvictionWatch, designed: list[str], threshold: int, grace: in
     requests, limits, priority, working set and swap when the first eviction came, the oracle's
     order with its inputs, the evictions in order, and the node's condition over time."""
     lines = [f"evictionSoft memory.available: {threshold} ({threshold / Mi:.0f} MiB), grace period {grace}s"]
+    if watch.missed:
+        lines.append(f"{len(watch.missed)} looks lost to an overloaded API server (last: {watch.missed[-1]})")
     moment = watch.before_first_eviction()
     if moment:
         lines.append(f"at t={moment.t:.0f}s (last look before the first eviction): node memory.available"
@@ -461,10 +469,13 @@ class SignalCheck:
     memories: list[dict[str, Any]]
     windows: list[SampleWindow]
     problems: list[str]
+    missed: list[str] = field(default_factory=list)  # summaries the API server answered overloaded
 
     def judged(self) -> str:
         return (f"{len(self.reads)} reads of the node's files, {len(self.memories)} summaries,"
-                f" {len(self.windows)} new samples ({sum(w.exact for w in self.windows)} with the files unchanged)")
+                f" {len(self.windows)} new samples ({sum(w.exact for w in self.windows)} with the files unchanged)"
+                + (f", {len(self.missed)} summaries lost to an overloaded API server (last: {self.missed[-1]})"
+                   if self.missed else ""))
 
     def describe(self) -> str:
         lines = [f"node memory signal: capacity (MemTotal) {self.capacity}, hugepages taken off {self.hugepages};"
@@ -479,7 +490,8 @@ def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages
                              seconds: float | waits.Wait = waits.NODE_SIGNAL, samples: int = NODE_SIGNAL_SAMPLES) -> SignalCheck:
     """Read the node's root cgroup files and /stats/summary in turn until a new summary sample
     falls between two reads of unchanged files (exact), `samples` new samples have come, or
-    `seconds` have passed and at least NODE_SIGNAL_LOOKS summaries were read; judge every window.
+    `seconds` have passed and at least NODE_SIGNAL_LOOKS summaries were asked for; judge every
+    window.
 
     Why not exact every time: /stats/summary serves cAdvisor's cached sample ("external calls to
     the summary API use cached stats", server/stats/handler.go), taken at a moment we cannot
@@ -505,13 +517,19 @@ def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages
     def memory() -> dict[str, Any]:
         return dict((json.loads(observer.node_proxy("stats/summary")).get("node") or {}).get("memory") or {})
 
-    reads, memories = [read()], []
+    reads, memories, missed = [read()], [], []
     seconds = waits.bound(seconds)
     deadline = time.monotonic() + seconds
-    while True:
-        memories.append(memory())
+    windows: list[SampleWindow] = []
+    while not (judged_enough(windows, samples)
+               or (time.monotonic() > deadline and len(memories) + len(missed) >= NODE_SIGNAL_LOOKS)):
+        # a summary the API server answered overloaded is a look lost, not a read: the
+        # alternation of reads and summaries the windows rest on goes on from the last read
+        latest = unless_overloaded(memory, missed)
+        if latest is None:
+            continue
+        memories.append(latest)
         reads.append(read())
         windows = sample_windows(reads, memories)
-        if judged_enough(windows, samples) or (time.monotonic() > deadline and len(memories) >= NODE_SIGNAL_LOOKS):
-            break
-    return SignalCheck(capacity, hugepages, reads, memories, windows, node_memory_problems(windows, capacity, hugepages))
+    return SignalCheck(capacity, hugepages, reads, memories, windows, node_memory_problems(windows, capacity, hugepages),
+                       missed)

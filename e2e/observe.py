@@ -85,22 +85,28 @@ def api_server_lost(error: BaseException) -> bool:
 def wait_for(what: str, probe: Callable[[], T | None], seconds: float | waits.Wait,
              describe: Callable[[], str] = lambda: "") -> T:
     """Poll `probe` until it returns a value; give up after `seconds` naming `what` and the last state.
-    An overloaded API server's answer (5xx, 429) is polled through like "not yet", and is the last
-    state if it lasts to the deadline; every other error ends the wait at once. A Wait from
+    An overloaded API server's answer (5xx, 429), and a wait inside the probe that gave up, are
+    polled through like "not yet", and are the last state if they last to the deadline; every
+    other error ends the wait at once. A Wait from
     clusters/waits.py is scaled for the node's speed."""
     seconds = waits.bound(seconds)
-    last: list[str] = [""]
+    last: list[str | None] = [""]  # None: the probe said not yet, and describe() says how it stands
 
     def attempt() -> T:
         try:
             value = probe()
+        except WaitTimeout as error:
+            # a wait inside the probe (an exec retried until served) ran out: another look may
+            # still come within this wait's own bound, and its message is how things stand
+            last[0] = str(error)
+            raise _NotYet() from None
         except Exception as error:
             if not _overloaded(error):
                 raise
-            last[0] = f"the API server answered {error.status} {error.reason}: {status_message(error) or str(error.body or '')[:300]}"
+            last[0] = overloaded_answer(error)
             raise _NotYet() from None
         if value is None:
-            last[0] = describe()
+            last[0] = None
             raise _NotYet()
         return value
 
@@ -112,7 +118,33 @@ def wait_for(what: str, probe: Callable[[], T | None], seconds: float | waits.Wa
             reraise=True,
         )(attempt)
     except _NotYet:
-        raise WaitTimeout(f"gave up after {seconds:.0f}s waiting for {what}; last seen: {last[0] or 'nothing'}") from None
+        pass
+    # Described once, when the wait gives up, not on every "not yet": a description may read the
+    # node itself (an exec), and an error there must not end a wait the probe would go on with.
+    if last[0] is None:
+        try:
+            last[0] = describe()
+        except Exception as error:  # noqa: BLE001 - the timeout is the failure; this only explains it
+            last[0] = f"(the state could not be read: {type(error).__name__}: {str(error)[:300]})"
+    raise WaitTimeout(f"gave up after {seconds:.0f}s waiting for {what}; last seen: {last[0] or 'nothing'}")
+
+
+def overloaded_answer(error: Any) -> str:
+    return f"the API server answered {error.status} {error.reason}: {status_message(error) or str(error.body or '')[:300]}"
+
+
+def unless_overloaded(look: Callable[[], T], missed: list[str]) -> T | None:
+    """One look of a loop bounded by its own deadline: its value, or None where the API server
+    answered it overloaded (5xx, 429) even after the client's retries, the answer added to
+    `missed` for the loop's account. Such a look costs the loop one look, not the test; every
+    other error is raised."""
+    try:
+        return look()
+    except Exception as error:
+        if not _overloaded(error):
+            raise
+        missed.append(overloaded_answer(error))
+        return None
 
 
 def sent(what: str, send: Callable[[], T], seconds: float | waits.Wait = waits.CREATE,

@@ -354,8 +354,8 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
                     break
                 # Working sets and swap until the first eviction; then quick looks, as the
                 # kubelet evicts the next pod as soon as the last one is cleaned up (seconds).
-                moment = watch.poll(stats=not watch.evictions)
-                if stats_back is None and not watch.evictions and not moment.unranked():
+                moment = watch.look(stats=not watch.evictions)
+                if moment and stats_back is None and not watch.evictions and not moment.unranked():
                     stats_back = moment.t
                     ws.record.phase("every pod's stats back")
                 pending = any(k not in {e.key for e in watch.evictions} for k in plan.expected)
@@ -365,7 +365,7 @@ def test_memory_pressure_evicts_in_the_kubelets_order(swap_node: SwapNode, swap_
             # (every 10 s) and the taint follows it: keep looking a little while for both.
             settle = time.monotonic() + waits.bound(TAINT_SECONDS)
             while not all(watch.pressure_seen()) and time.monotonic() < settle:
-                watch.poll(stats=False)
+                watch.look(stats=False)
                 time.sleep(POLL_SECONDS)
     except NotCoveredError as error:  # the provider said it could, then could not
         pytest.fail(str(error))
@@ -518,7 +518,7 @@ def test_pressure_on_the_pods_alone_evicts_under_a_hard_threshold(swap_node: Swa
             deadline = time.monotonic() + waits.bound(FIRST_EVICTION_SECONDS)
             extended = False
             while time.monotonic() < deadline and not watch.over(QUIET_SECONDS):
-                watch.poll(stats=not watch.evictions)
+                watch.look(stats=not watch.evictions)
                 if watch.evictions and not extended:
                     deadline, extended = max(deadline, time.monotonic() + 2 * QUIET_SECONDS), True
                 time.sleep(POLL_SECONDS)

@@ -41,7 +41,7 @@ from e2e.metrics import (
     summary_system_container,
 )
 from e2e.nodefiles import NODE_SWAP_FILES, CgroupRead, NodeFiles, kubelet_cgroups_above, part_of
-from e2e.observe import NodeObserver, WaitTimeout, wait_for
+from e2e.observe import NodeObserver, WaitTimeout, unless_overloaded, wait_for
 from e2e.record import Recorder
 from e2e.sizing import swapping_past_limit
 
@@ -270,6 +270,7 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
     seen: dict[str, list[Reported]] = {name: [] for name in endpoints}
     deadline = time.monotonic() + waits.bound(METRIC_SECONDS)
     windows: list[dict[str, list[tuple[int, int | None]]]] = []
+    missed: list[str] = []  # scrapes the API server answered overloaded
     reader = NodeObserver(swapping.ws.node)
     pool = ThreadPoolExecutor(max_workers=1)
 
@@ -280,13 +281,15 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
         while not settled() and time.monotonic() < deadline:
             window = max(min(WINDOW_SECONDS, deadline - time.monotonic()), 2 * SCRAPE_EVERY_SECONDS)
             reading = pool.submit(swapping.series_over, window, reader)
-            stuck = time.monotonic() + window + READ_SLACK_SECONDS
+            # the reads' exec may be refused and retried for EXEC_RETRY before its window starts
+            slack = READ_SLACK_SECONDS + waits.bound(waits.EXEC_RETRY)
+            stuck = time.monotonic() + window + slack
             while not reading.done():
                 if time.monotonic() > stuck:
-                    pytest.fail(f"the node agent's {window:.0f} s of reads did not end within {READ_SLACK_SECONDS} s more",
+                    pytest.fail(f"the node agent's {window:.0f} s of reads did not end within {slack:.0f} s more",
                                 pytrace=False)
                 for name, (scrape, _) in endpoints.items():
-                    seen[name] += scrape()
+                    seen[name] += unless_overloaded(scrape, missed) or []
                 time.sleep(SCRAPE_EVERY_SECONDS)
             windows.append(reading.result())
             # Every sample against every window: one stamped near a window's end is read in the next.
@@ -306,6 +309,8 @@ def proved_by_the_node(swapping: SwappingPod, endpoints: dict[str, tuple[Scrape,
                        f"not every level equals its figure in two distinct samples within {waits.bound(METRIC_SECONDS):.0f}s")
             lines.append(f"{name}: {verdict} ({len(seen[name]) // len(e.levels)} scrapes; times from the first read"
                          f" of the node's files):\n{e.describe(origin)}")
+        if missed:
+            lines.append(f"{len(missed)} scrapes lost to an overloaded API server (last: {missed[-1]})")
         pytest.fail("\n".join(lines) + f"\nnode: {swapping.ws.node.describe()}", pytrace=False)
 
 

@@ -307,3 +307,21 @@ def test_the_watch_counts_from_the_clock_in_use_when_it_starts(monkeypatch: pyte
 
     monkeypatch.setattr(time, "monotonic", lambda: 42.0)
     assert EvictionWatch(None).start == 42.0  # type: ignore[arg-type]
+
+
+def test_a_summary_lost_to_an_overloaded_api_server_costs_the_signal_check_one_look() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from e2e.eviction import check_node_memory_signal
+
+    class Overloaded(SlowNode):
+        def node_proxy(self, path: str) -> str:
+            if self.summaries == 1 and not getattr(self, "refused", False):
+                self.refused = True
+                raise ApiException(status=503, reason="Service Unavailable")
+            return super().node_proxy(path)
+
+    node = Overloaded(sample_after=2)
+    check = check_node_memory_signal(node, node, 0, seconds=0)  # type: ignore[arg-type]
+    assert check.problems == [] and [w.memory["time"] for w in check.windows] == ["t2"]
+    assert len(check.missed) == 1 and "1 summaries lost to an overloaded API server" in check.judged()

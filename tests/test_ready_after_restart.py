@@ -96,6 +96,25 @@ def test_discovery_asks_every_node_within_one_budget(monkeypatch: pytest.MonkeyP
     assert all(later < earlier for (_, earlier), (_, later) in zip(asked, asked[1:]))  # what is left, not 10 s each
 
 
+def test_only_the_restarted_node_is_asked_where_it_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kind: the other worker's kubelet may be restarting for another test meanwhile, its /configz
+    # answering 503 until the whole bound is spent
+    asked: list[str] = []
+    items = [{"metadata": {"name": n}, "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                                                  "nodeInfo": {"swap": {"capacity": 1}}}} for n in ("cp", "other")]
+
+    def get_json(api, path: str, what: str, seconds: float):  # noqa: ANN001, ANN202
+        asked.append(path)
+        if "other" in path:
+            raise discovery.DiscoveryGaveUp("gave up after 5s waiting for node other's kubelet /configz: 503")
+        return {"items": items} if path == "/api/v1/nodes" else {"kubeletconfig": {}}
+
+    monkeypatch.setattr(discovery, "api_client", lambda *a, **k: None)
+    monkeypatch.setattr(discovery, "get_json", get_json)
+    found = ready_after_restart("kc", "kind", "c", lambda n: n.name == "cp", "node cp of c", seconds=5, name="cp")
+    assert found.name == "cp" and asked == ["/api/v1/nodes", "/api/v1/nodes/cp/proxy/configz"]
+
+
 # --- the Ready of the restarted kubelet, not the old one's (clusters/kubelet_config.py) ----------
 
 RESTART = 1_700_000_000.75  # the node's clock read just before the restart
