@@ -354,6 +354,7 @@ NODE_SIGNAL_SAMPLES = 2
 # (housekeeping intervals), but on a loaded node one round can take most of it, and one or two
 # summaries are too few looks to say that cAdvisor took no sample.
 NODE_SIGNAL_LOOKS = 4
+SUMMARY_RETRY_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -527,6 +528,7 @@ def check_node_memory_signal(observer: NodeObserver, files: NodeFiles, hugepages
         # alternation of reads and summaries the windows rest on goes on from the last read
         latest = unless_overloaded(memory, missed)
         if latest is None:
+            time.sleep(SUMMARY_RETRY_SECONDS)  # a 429 comes back at once: not a loop of requests
             continue
         memories.append(latest)
         reads.append(read())

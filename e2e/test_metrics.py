@@ -104,6 +104,8 @@ def summary_once(ws: Workspace, what: str, pick: Callable[[dict[str, Any]], T], 
     try:
         return wait_for(f"/stats/summary with {what}", probe, METRIC_SECONDS)
     except WaitTimeout:
+        if not picked:  # no summary came at all: the wait's own message says what did
+            raise
         return picked[-1]
 
 

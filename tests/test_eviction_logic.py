@@ -309,7 +309,7 @@ def test_the_watch_counts_from_the_clock_in_use_when_it_starts(monkeypatch: pyte
     assert EvictionWatch(None).start == 42.0  # type: ignore[arg-type]
 
 
-def test_a_summary_lost_to_an_overloaded_api_server_costs_the_signal_check_one_look() -> None:
+def test_a_summary_lost_to_an_overloaded_api_server_costs_the_signal_check_one_look(monkeypatch: pytest.MonkeyPatch) -> None:
     from kubernetes.client.exceptions import ApiException
 
     from e2e.eviction import check_node_memory_signal
@@ -321,7 +321,12 @@ def test_a_summary_lost_to_an_overloaded_api_server_costs_the_signal_check_one_l
                 raise ApiException(status=503, reason="Service Unavailable")
             return super().node_proxy(path)
 
+    import time
+
+    naps: list[float] = []
+    monkeypatch.setattr(time, "sleep", naps.append)
     node = Overloaded(sample_after=2)
     check = check_node_memory_signal(node, node, 0, seconds=0)  # type: ignore[arg-type]
+    assert naps == [2.0]  # a 429 comes back at once: the lost look is not retried in a tight loop
     assert check.problems == [] and [w.memory["time"] for w in check.windows] == ["t2"]
     assert len(check.missed) == 1 and "1 summaries lost to an overloaded API server" in check.judged()
