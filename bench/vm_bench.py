@@ -103,7 +103,7 @@ def meminfo(vm: VmCluster) -> dict[str, int]:
 def pod_to_running(vm: VmCluster, timeout: float = 900) -> float:
     from kubernetes import client
 
-    from e2e.observe import absent, once, sent
+    from e2e.observe import absent, once, sent, unless_overloaded
 
     core = client.CoreV1Api(vm.api())
     name = f"bench-{int(time.time())}"
@@ -113,13 +113,19 @@ def pod_to_running(vm: VmCluster, timeout: float = 900) -> float:
                "resources": {"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}}]}}
     t0 = time.monotonic()
     once(f"pod {name} created", lambda: core.create_namespaced_pod("default", pod))
+    missed: list[str] = []
+    status = None
     try:
+        # polled every 0.5 s, not with wait_for's backoff: the figure is the time to Running; each
+        # read is bounded, and one the API server answers overloaded is a look lost
         while time.monotonic() - t0 < timeout:
-            p = core.read_namespaced_pod(name, "default")
-            if p.status.phase == "Running":
+            p = unless_overloaded(lambda: core.read_namespaced_pod(name, "default", _request_timeout=30), missed)
+            status = p.status if p else status
+            if status is not None and status.phase == "Running":
                 return time.monotonic() - t0
             time.sleep(0.5)
-        raise RuntimeError(f"pod {name} not Running after {timeout}s: {p.status}")
+        raise RuntimeError(f"pod {name} not Running after {timeout}s: {status}"
+                           + (f"; {len(missed)} reads answered overloaded, the last: {missed[-1]}" if missed else ""))
     finally:
         sent(f"pod {name} deleted", lambda: core.delete_namespaced_pod(name, "default", grace_period_seconds=0),
              landed=absent)
