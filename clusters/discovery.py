@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from clusters import waits
@@ -19,8 +19,9 @@ class DiscoveryError(RuntimeError):
 
 
 class DiscoveryGaveUp(DiscoveryError):
-    """No answer within the bound, only answers a later attempt may change (a timeout, a refused
-    connection, a 5xx): a wait around discovery may look again."""
+    """No usable answer within the bound, only errors get_json retries (all but a certificate or
+    credentials refused: a timeout, a refused connection, a 5xx, any other status): a wait around
+    discovery may look again."""
 
 
 def check_kubeconfig(kubeconfig: str, what: str = "kubeconfig") -> None:
@@ -246,18 +247,23 @@ def _ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+READ_FLOOR = 10.0
+
+
 def discover(
     kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None, seconds: float = 60,
-    names: Collection[str] | None = None,
+    names: frozenset[str] | None = None,
 ) -> list[SwapNode]:
     """Every Ready, schedulable node in the cluster (of `names`, where given: the others' kubelets
-    are not asked), with the behavior its kubelet really runs; within `seconds` in all, however
-    many nodes it asks."""
+    are not asked), with the behavior its kubelet really runs; within `seconds` in all, except
+    that every read gets at least READ_FLOOR seconds (or `seconds`, if less), however late it
+    comes: a late node of a large cluster is asked properly, at the cost of an overrun."""
     api = api_client(kubeconfig, retries=False)
     deadline = time.monotonic() + seconds
+    floor = min(seconds, READ_FLOOR)
 
     def left() -> float:
-        return max(1.0, deadline - time.monotonic())
+        return max(floor, deadline - time.monotonic())
 
     nodes = get_json(api, "/api/v1/nodes", f"the node list of {cluster}", left())["items"]
     found = []
@@ -329,7 +335,7 @@ def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Ca
     def look() -> SwapNode | None:
         try:
             seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True, seconds=max(1.0, deadline - time.monotonic()),
-                               names=None if name is None else (name,))
+                               names=None if name is None else frozenset({name}))
         except DiscoveryGaveUp as error:  # not yet; a permanent error still ends the wait
             unanswered[:] = [error]
             return None

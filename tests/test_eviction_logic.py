@@ -145,6 +145,22 @@ def test_evictions_beyond_the_plan_are_named_with_their_time() -> None:
     assert extra_evictions(seen[:2], ["ns/hog", "ns/within"]) == []
 
 
+def test_two_lost_events_are_not_put_out_of_order_by_each_other() -> None:
+    """Two evictions whose Evicted events were lost: c marked at :08, a with no mark, b decided
+    at :09. a and c may both go where the oracle puts them (nothing decided after c's mark is
+    ahead of it there); placing a pod at the place its mark allows before placing one expected
+    ahead of it invented an inversion of a correct kubelet's order: [c, a, b]."""
+    from e2e.eviction import EvictionWatch
+
+    def e(key: str, at: str, decided: str = "") -> Eviction:
+        return Eviction(key, 1.0, at, "Failed", "Evicted", "", {}, [137], decided)
+
+    watch = EvictionWatch(None)  # type: ignore[arg-type]
+    watch.evictions = [e("ns/b", "2026-12-07T00:00:09Z", "2026-12-07T00:00:09Z"), e("ns/c", "2026-12-07T00:00:08Z"),
+                       e("ns/a", "")]
+    assert watch.evicted(["ns/a", "ns/b", "ns/c"]) == ["ns/a", "ns/c", "ns/b"]
+
+
 # --- the signal -----------------------------------------------------------------------------------
 
 STAT = "anon 1000\nfile 700\nkernel 50\nactive_file 300\ninactive_file 400\nshmem 10\n"
