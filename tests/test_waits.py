@@ -39,7 +39,8 @@ def test_the_table_is_the_one_place_for_bounds() -> None:
     in clusters/waits.py (rules such as a grace period or a hold, and poll intervals, stay
     where they are defined and are listed here)."""
     rules = {"POLL_SECONDS", "QUIET_SECONDS", "HOLD_SECONDS", "WINDOW_SECONDS", "SCRAPE_EVERY_SECONDS",
-             "READ_SLACK_SECONDS", "EVENT_TTL_SECONDS", "KIND_VERSION_SECONDS", "STATS_LEAD", "GRACE"}
+             "READ_SLACK_SECONDS", "EVENT_TTL_SECONDS", "KIND_VERSION_SECONDS", "STATS_LEAD", "GRACE",
+             "SUMMARY_RETRY_SECONDS"}
     found = []
     for path in [*ROOT.glob("e2e/**/*.py"), *ROOT.glob("clusters/**/*.py")]:
         for node in ast.parse(path.read_text()).body:
