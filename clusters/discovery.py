@@ -6,7 +6,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from clusters import waits
 from clusters.behaviors import UnknownBehaviorError, normalize
@@ -313,6 +313,34 @@ class NotReadyAfterRestart(RuntimeError):
     pass
 
 
+T = TypeVar("T")
+
+
+def look_until(look: Callable[[float], T | None], seconds: float, poll: float) -> tuple[T | None, str]:
+    """`look(time_left)` every `poll` seconds until it finds something, within `seconds`: what it
+    found (None at the bound), and why the last look found nothing, if it gave up waiting for an
+    answer ("" otherwise). A look that gives up (DiscoveryGaveUp: the API server or a kubelet
+    not answering yet) is "not yet", like one that finds nothing: it lost a look, not the wait
+    (decision 0037). Any other error, such as refused credentials, ends the wait at once."""
+    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+    deadline = time.monotonic() + seconds
+    unanswered: list[str] = []
+
+    def once() -> T | None:
+        try:
+            found = look(max(1.0, deadline - time.monotonic()))
+        except DiscoveryGaveUp as error:
+            unanswered[:] = [str(error)]
+            return None
+        unanswered.clear()
+        return found
+
+    found = Retrying(stop=stop_after_delay(seconds), wait=wait_fixed(poll), retry=retry_if_result(lambda f: f is None),
+                     retry_error_callback=lambda state: None)(once)
+    return found, "".join(unanswered)
+
+
 def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Callable[[SwapNode], bool], what: str,
                         seconds: float | waits.Wait = waits.NODE_READY_AFTER_RESTART,
                         name: str | None = None) -> SwapNode:
@@ -325,27 +353,17 @@ def ready_after_restart(kubeconfig: str, provider: str, cluster: str, wanted: Ca
     look within what is left of them); one that never comes back Ready still fails, naming what
     was found or why the last look found nothing. `name`: the node, where it is known, so that
     another node's kubelet, restarting meanwhile for another test, is not asked."""
-    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
-
     bound = waits.bound(seconds)
-    deadline = time.monotonic() + bound
     seen: list[SwapNode] = []
-    unanswered: list[DiscoveryGaveUp] = []
 
-    def look() -> SwapNode | None:
-        try:
-            seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True, seconds=max(1.0, deadline - time.monotonic()),
-                               names=None if name is None else frozenset({name}))
-        except DiscoveryGaveUp as error:  # not yet; a permanent error still ends the wait
-            unanswered[:] = [error]
-            return None
-        unanswered.clear()
+    def look(left: float) -> SwapNode | None:
+        seen[:] = discover(kubeconfig, provider, cluster, cgroup_v2=True, seconds=left,
+                           names=None if name is None else frozenset({name}))
         return next((n for n in seen if wanted(n)), None)
 
-    found = Retrying(stop=stop_after_delay(bound), wait=wait_fixed(AFTER_RESTART_POLL),
-                     retry=retry_if_result(lambda n: n is None), retry_error_callback=lambda state: None)(look)
+    found, unanswered = look_until(look, bound, AFTER_RESTART_POLL)
     if found is None:
-        last = f"the last look: {unanswered[0]}" if unanswered else f"found: {summary(seen)}"
+        last = f"the last look: {unanswered}" if unanswered else f"found: {summary(seen)}"
         raise NotReadyAfterRestart(f"{what}: not Ready and schedulable {bound:.0f}s after its kubelet restarted ({last})")
     return found
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from clusters import waits
 from clusters import checks, commands, hostpackages, kind_autohost, kind_config, kind_install, preflight
@@ -32,6 +31,7 @@ from clusters.shared import get_or_create, record_created
 from workloads.cache import cache_root
 
 CREATE_WAIT = "5m"
+NODES_POLL = 3.0  # seconds between looks for the new cluster's nodes
 # KEP-5359 targets alpha in 1.38; no released node image implements it before that.
 WORKLOAD_CONTROLLED_SWAP_SINCE = (1, 38)
 
@@ -366,39 +366,36 @@ class KindProvider(Provider):
 
     def _wait_for_nodes(self, cluster: str, kubeconfig: str, behaviors: Sequence[str]) -> dict[str, SwapNode]:
         """Each behavior's node (by its label), Ready and schedulable: kind --wait covers the
-        control plane only, workers may still be joining, and an emulated API server may not
-        answer for a while: every call may wait for it until the same deadline (a permanent
-        error, such as a kubeconfig that is not one, still fails at once)."""
-        from clusters.discovery import api_client, get_json
+        control plane only, workers may still be joining, and an emulated API server or a new
+        kubelet may not answer for a while: each look within what is left of one bound, a look
+        that gives up waiting is "not yet" (discovery.look_until; a permanent error, such as
+        refused credentials, still fails at once)."""
+        from clusters.discovery import api_client, get_json, look_until
 
         self.progress(f"{cluster}: waiting for a Ready schedulable node for each of {', '.join(behaviors)}")
         seen: list[SwapNode] = []
         labeled: dict[str, str] = {}
-        deadline = time.monotonic() + waits.bound(waits.KIND_NODES_READY)
 
-        def every_node() -> dict[str, SwapNode] | None:
-            left = max(1.0, deadline - time.monotonic())
+        def every_node(left: float) -> dict[str, SwapNode] | None:
+            until = time.monotonic() + left
             items = get_json(api_client(kubeconfig, retries=False), "/api/v1/nodes", f"the node list of {cluster}",
                              left)["items"]
             labeled.clear()
             labeled.update({(i["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL, ""):
                             i["metadata"]["name"] for i in items})
-            seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True, seconds=max(1.0, deadline - time.monotonic()))
+            seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True, seconds=max(1.0, until - time.monotonic()))
             ready = {n.name: n for n in seen}
             found = {b: ready[labeled[b]] for b in behaviors if labeled.get(b) in ready}
             return found if len(found) == len(behaviors) else None
 
-        nodes = Retrying(
-            stop=stop_after_delay(waits.bound(waits.KIND_NODES_READY)),
-            wait=wait_fixed(3),
-            retry=retry_if_result(lambda found: found is None),
-            retry_error_callback=lambda state: None,
-        )(every_node)
+        bound = waits.bound(waits.KIND_NODES_READY)
+        nodes, unanswered = look_until(every_node, bound, NODES_POLL)
         if nodes is None:
             raise KindError(
-                f"gave up after {waits.bound(waits.KIND_NODES_READY):.0f}s waiting for a Ready schedulable node labeled"
+                f"gave up after {bound:.0f}s waiting for a Ready schedulable node labeled"
                 f" {kind_config.BEHAVIOR_LABEL} for each of {', '.join(behaviors)} in {cluster}; labeled:"
                 f" {labeled}; Ready and schedulable: {summary(seen)}"
+                + (f"; the last look: {unanswered}" if unanswered else "")
             )
         for node in nodes.values():
             if node.swap_capacity <= 0:

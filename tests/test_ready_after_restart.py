@@ -1,14 +1,18 @@
 """After a kubelet restart the node is looked for until it is Ready and schedulable again, within
-a bound (kind run 16: a correct kubelet's first status after its restart said NotReady)."""
+a bound (kind run 16: a correct kubelet's first status after its restart said NotReady); so are
+a new kind cluster's nodes, each look that gives up waiting for an answer a look lost, not the
+wait (decision 0037)."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
-from clusters import discovery
+from clusters import discovery, kind_config, kind_provider, waits
 from clusters.discovery import NotReadyAfterRestart, ready_after_restart
+from clusters.kind_provider import KindError, KindProvider
 from clusters.provider import SwapNode
 
 
@@ -226,3 +230,65 @@ def test_the_ready_wait_stops_when_the_node_is_gone() -> None:
     with pytest.raises(RuntimeError, match="the node's guest stopped"):
         node.wait_ready(time.monotonic() + 60, RESTART)
     assert time.monotonic() - t0 < 10
+
+
+def labeled_nodes(*names_behaviors: tuple[str, str]) -> dict:
+    return {"items": [{"metadata": {"name": n, "labels": {kind_config.BEHAVIOR_LABEL: b}}} for n, b in names_behaviors]}
+
+
+@pytest.fixture
+def new_cluster(monkeypatch: pytest.MonkeyPatch) -> KindProvider:
+    """A kind provider waiting for a just-created cluster's nodes, within a 5 s bound polled at once."""
+    monkeypatch.setattr(waits, "KIND_NODES_READY", 5.0)
+    monkeypatch.setattr(kind_provider, "NODES_POLL", 0.01)
+    monkeypatch.setattr(discovery, "api_client", lambda *a, **k: None)
+    monkeypatch.setattr(discovery, "get_json", lambda *a, **k: labeled_nodes(("w1", "NoSwap"), ("w2", "LimitedSwap")))
+    return KindProvider("kind", None, Path("/nonexistent"), reuse=False)
+
+
+def test_a_new_clusters_worker_not_answering_yet_is_waited_for(monkeypatch: pytest.MonkeyPatch,
+                                                             new_cluster: KindProvider) -> None:
+    # a worker Ready before its kubelet serves /configz: one look gives up on it, the next finds it
+    answers: list = [discovery.DiscoveryGaveUp("gave up after 60s waiting for node w2's kubelet /configz: 503"),
+                     [node("w1", "NoSwap"), node("w2", "LimitedSwap")]]
+    budgets: list[float] = []
+
+    def discover(*a, seconds: float, **k):  # noqa: ANN202
+        budgets.append(seconds)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            time.sleep(0.5)
+            raise answer
+        return answer
+
+    monkeypatch.setattr(kind_provider, "discover", discover)
+    found = new_cluster._wait_for_nodes("c", "kc", ["NoSwap", "LimitedSwap"])
+    assert {b: n.name for b, n in found.items()} == {"NoSwap": "w1", "LimitedSwap": "w2"} and answers == []
+    assert budgets[0] <= 5 and budgets[1] < budgets[0] - 0.4  # each look within what is left of one bound
+
+
+def test_a_new_clusters_worker_that_never_answers_fails_naming_the_last_look(monkeypatch: pytest.MonkeyPatch,
+                                                                             new_cluster: KindProvider) -> None:
+    monkeypatch.setattr(waits, "KIND_NODES_READY", 0.1)
+
+    def discover(*a, **k):  # noqa: ANN202
+        raise discovery.DiscoveryGaveUp("gave up after 1s waiting for node w2's kubelet /configz: 503 HTTP status")
+
+    monkeypatch.setattr(kind_provider, "discover", discover)
+    with pytest.raises(KindError, match=r"labeled: \{'NoSwap': 'w1', 'LimitedSwap': 'w2'\}; Ready and schedulable: no"
+                                        r" Ready schedulable node; the last look: gave up after 1s waiting for node w2"):
+        new_cluster._wait_for_nodes("c", "kc", ["NoSwap", "LimitedSwap"])
+
+
+def test_a_new_cluster_refusing_the_credentials_ends_the_wait_at_once(monkeypatch: pytest.MonkeyPatch,
+                                                                      new_cluster: KindProvider) -> None:
+    looks = []
+
+    def discover(*a, **k):  # noqa: ANN202
+        looks.append(1)
+        raise discovery.DiscoveryError("the kubeconfig's credentials were refused")
+
+    monkeypatch.setattr(kind_provider, "discover", discover)
+    with pytest.raises(discovery.DiscoveryError, match="credentials"):
+        new_cluster._wait_for_nodes("c", "kc", ["NoSwap", "LimitedSwap"])
+    assert looks == [1]
