@@ -288,7 +288,9 @@ class NodeKubelet(ABC):
         """Until systemd has seen the kubelet exit, or /configz answers (waits.KUBELET_REFUSAL).
         Once it exited, the journal is read until a second kubelet process has logged (systemd
         restarts it every RestartSec: by then the first one's last lines are in), at most
-        waits.KUBELET_LOG_SETTLED more."""
+        waits.KUBELET_LOG_SETTLED more. A read of the node that fails (an exec timed out on a
+        loaded node) loses that look, not the wait (decision 0037): the last one's error is
+        raised only when its wait is over."""
 
         def journal() -> tuple[refusal.JournalLine, ...]:
             return tuple(self._journal_since(since, old_pid))
@@ -296,26 +298,39 @@ class NodeKubelet(ABC):
         deadline = time.monotonic() + waits.bound(waits.KUBELET_REFUSAL)
         restarts_before: int | None = None
         exited_at: float | None = None
+        state: dict[str, str] = {}  # the unit as last read
         last = "no look yet"
         while True:
-            self.check()
-            state = refusal.unit_state(self.node_command(refusal.unit_command()))
-            if restarts_before is None:
-                restarts_before = refusal.restarts(state)
-            if exited_at is None and refusal.has_exited(state, restarts_before):
-                exited_at = time.monotonic()
+            self.check()  # raises if the node is gone: what fails below is then a look lost
+            try:
+                state = refusal.unit_state(self.node_command(refusal.unit_command()))
+                unit = f"kubelet.service {state}"
+            except Exception as e:  # noqa: BLE001 - a look lost, not the wait
+                unit = f"kubelet.service unread: {type(e).__name__}: {str(e)[:160]}"
+            else:
+                if restarts_before is None:
+                    restarts_before = refusal.restarts(state)
+                if exited_at is None and refusal.has_exited(state, restarts_before):
+                    exited_at = time.monotonic()
             if exited_at is None:
                 try:
                     live = self.configz()
                 except Exception as e:  # noqa: BLE001 - not serving: still starting, or refusing
-                    last = f"/configz: {type(e).__name__}: {str(e)[:160]}; kubelet.service {state}"
+                    last = f"/configz: {type(e).__name__}: {str(e)[:160]}; {unit}"
                 else:
                     return StartAttempt(what, config, proc_swaps, False, journal(), state, live, flags)
             else:
-                log = journal()
                 settled = time.monotonic() - exited_at >= waits.bound(waits.KUBELET_LOG_SETTLED)
-                if len(refusal.kubelet_processes(log)) >= 2 or settled:
-                    return StartAttempt(what, config, proc_swaps, True, log, state, flags=flags)
+                try:
+                    log = journal()
+                except Exception as e:  # noqa: BLE001 - a look lost, until the journal has had its time
+                    if settled:
+                        raise KubeletConfigError(f"{what}: the kubelet exited, and its journal could not be read"
+                                                 f" within {waits.bound(waits.KUBELET_LOG_SETTLED):.0f}s:"
+                                                 f" {type(e).__name__}: {str(e)[:300]}") from None
+                else:
+                    if len(refusal.kubelet_processes(log)) >= 2 or settled:
+                        return StartAttempt(what, config, proc_swaps, True, log, state, flags=flags)
             if exited_at is None and time.monotonic() >= deadline:
                 raise KubeletConfigError(f"{what}: the restarted kubelet neither exited nor answered /configz within"
                                          f" {waits.bound(waits.KUBELET_REFUSAL):.0f}s; last: {last}")

@@ -5,6 +5,8 @@ instead, neither, and the node's own file put back however it ends."""
 
 from __future__ import annotations
 
+import subprocess
+
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -293,11 +295,48 @@ def test_a_kubelet_that_neither_exits_nor_answers_fails_the_wait_and_is_put_back
     assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2 and node.ready == 1
 
 
-def test_a_node_command_that_fails_midway_still_puts_the_file_back() -> None:
+def test_a_node_command_that_fails_midway_still_puts_the_file_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(waits, "KUBELET_LOG_SETTLED", waits.Wait(0, clock=0.05))
     node = StandInNode(without_fail_swap_on, broken="journalctl")
-    with pytest.raises(KubeletConfigError, match="journalctl failed"):
+    with pytest.raises(KubeletConfigError, match=r"the kubelet exited, and its journal could not be read within 0s:"
+                                                  r" KubeletConfigError: journalctl failed"):
         node.attempt_start(kubelet_config.fail_swap_on_unset())
     assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2 and node.ready == 1
+
+
+class LosingNode(StandInNode):
+    """A node whose reads of one command fail `times` times after the restart (an exec timed out
+    on a loaded node), then answer."""
+
+    def __init__(self, refuses: Any, command: str, times: int = 1) -> None:
+        super().__init__(refuses)
+        self.command, self.times = command, times
+
+    def node_command(self, argv: Sequence[str]) -> str:
+        if argv[0] == self.command and self.restarts == 1 and self.times > 0:
+            self.times -= 1
+            raise subprocess.TimeoutExpired(list(argv), 120)
+        return super().node_command(argv)
+
+
+@pytest.mark.parametrize("command", ["systemctl", "journalctl"])
+def test_a_read_of_the_node_lost_during_the_wait_loses_a_look_not_the_wait(command: str) -> None:
+    # decision 0037: the unit read while waiting for the exit, the journal read while waiting for it to settle
+    node = LosingNode(without_fail_swap_on, command, times=2)
+    attempt = node.attempt_start(kubelet_config.fail_swap_on_unset())
+    assert attempt.refused and node.times == 0
+    assert oracle.logged(oracle.FAIL_SWAP_ON_MESSAGE, attempt.kubelet_lines())
+    assert attempt.outcome().startswith("refused: it exited (kubelet.service activating/auto-restart")
+    assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2
+
+
+def test_a_unit_never_read_fails_the_wait_naming_the_lost_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(waits, "KUBELET_REFUSAL", waits.Wait(0, clock=0.05))
+    node = LosingNode(without_fail_swap_on, "systemctl", times=10**9)
+    with pytest.raises(KubeletConfigError, match=r"neither exited nor answered /configz within 0s; last: /configz:"
+                                                  r" ConnectionError: .*; kubelet.service unread: TimeoutExpired: Command .*systemctl.* timed out"):
+        node.attempt_start(kubelet_config.fail_swap_on_unset())
+    assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2
 
 
 def test_a_node_that_cannot_be_read_is_not_restarted() -> None:

@@ -62,3 +62,25 @@ def test_a_guest_killed_after_the_poweroff_wait_leaves_no_disk(guest: type[Guest
     with pytest.raises(image.ImageError, match="did not power off within 2s after its sync; the disk is not kept"):
         image._bake(tmp_path, tmp_path, lambda message: None)
     assert guest.stopped == 2  # once before the boot, once to kill it
+
+
+class SlowAgent(Agent):
+    """An agent whose first answer about the import unit is lost: its command timed out in a busy
+    guest (decision 0037: a look lost, not the wait)."""
+
+    lost = 0
+
+    def exec(self, argv: list[str], timeout: float = 60) -> tuple[int, str, str]:
+        if argv[:2] == ["systemctl", "is-active"] and SlowAgent.lost < 1:
+            SlowAgent.lost += 1
+            raise qemu.AgentError(f"guest command timed out after {timeout:.0f}s: {' '.join(argv)}")
+        return super().exec(argv, timeout)
+
+
+def test_an_answer_lost_while_waiting_for_the_import_is_a_look_lost(guest: type[Guest], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    SlowAgent.lost = 0
+    monkeypatch.setattr(qemu, "GuestAgent", SlowAgent)
+    guest.powers_off = True
+    image._bake(tmp_path, tmp_path, lambda message: None)
+    assert guest.powered_off and SlowAgent.lost == 1

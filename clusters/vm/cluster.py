@@ -276,8 +276,8 @@ class VmCluster(Guest[VmState]):
         last = ""
         while time.monotonic() < deadline:
             self.watch()
-            rc, out, _ = self.guest_exec(["systemctl", "is-active", unit], timeout=60)
-            last = out.strip()
+            answer = self.guest_look(["systemctl", "is-active", unit])
+            last = answer[1].strip() if answer else "the guest agent did not answer"
             if last == "active":
                 return
             if last == "failed":

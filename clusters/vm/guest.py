@@ -148,6 +148,15 @@ class Guest(Generic[S]):
             self.watch()  # a guest that is gone or stopped is the story, not the socket's error
             raise
 
+    def guest_look(self, argv: Sequence[str], timeout: float = 60) -> tuple[int, str, str] | None:
+        """``guest_exec`` for one look of a wait: None when the agent did not answer it (a guest
+        busy under emulation), which costs the wait a look, not the wait (decision 0037). A guest
+        that is gone or stopped still raises, from ``watch``."""
+        try:
+            return self.guest_exec(argv, timeout=timeout)
+        except (OSError, qemu.AgentError):
+            return None
+
     def put_file(self, path: str, data: bytes, mode: str = "0644") -> None:
         """``data`` as the guest's file ``path``, whole or not at all. The agent carries input as
         base64 inside JSON, which an emulated guest parses at about 1 MB/s: a binary goes

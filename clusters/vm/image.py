@@ -357,14 +357,16 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
         state = "agent not answering"
         while time.monotonic() < deadline:
             qemu.check_guest(paths)  # gone or stopped by QEMU: fail now, not at the deadline
-            if agent.ping(3):
-                rc, out, _ = agent.exec(["systemctl", "is-active", "ksc-images.service"], timeout=60)
-                state = out.strip()
-                if state == "active":
-                    break
-                if state == "failed":
-                    _, j, _ = agent.exec(["journalctl", "-b", "-u", "ksc-images", "--no-pager", "-n", "40"])
-                    raise ImageError(f"bake boot: image import failed:\n{j}")
+            try:  # an answer lost is a look lost (decision 0037): the agent's watch raises if the guest is gone
+                state = agent.exec(["systemctl", "is-active", "ksc-images.service"], timeout=60)[1].strip() \
+                    if agent.ping(3) else "agent not answering"
+            except (OSError, qemu.AgentError):
+                state = "agent not answering"
+            if state == "active":
+                break
+            if state == "failed":
+                _, j, _ = agent.exec(["journalctl", "-b", "-u", "ksc-images", "--no-pager", "-n", "40"])
+                raise ImageError(f"bake boot: image import failed:\n{j}")
             time.sleep(3)
         else:
             raise ImageError(f"bake boot: timed out waiting for the image import (last: {state})")
