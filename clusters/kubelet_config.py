@@ -301,7 +301,7 @@ class NodeKubelet(ABC):
         state: dict[str, str] = {}  # the unit as last read
         last = "no look yet"
         while True:
-            self.check()  # raises if the node is gone: what fails below is then a look lost
+            self.check()  # raises where the node will never answer (a vm guest QEMU stopped)
             try:
                 state = refusal.unit_state(self.node_command(refusal.unit_command()))
                 unit = f"kubelet.service {state}"
