@@ -320,8 +320,9 @@ def look_until(look: Callable[[float], T | None], seconds: float, poll: float) -
     """`look(time_left)` every `poll` seconds until it finds something, within `seconds`: what it
     found (None at the bound), and why the last look found nothing, if it gave up waiting for an
     answer ("" otherwise). A look that gives up (DiscoveryGaveUp: the API server or a kubelet
-    not answering yet) is "not yet", like one that finds nothing: it lost a look, not the wait
-    (decision 0037). Any other error, such as refused credentials, ends the wait at once."""
+    not answering) is "not yet", like one that finds nothing (decision 0037); since each look is
+    given all the time left, that is mostly the last one, whose reason the give-up then names.
+    Any other error, such as refused credentials, ends the wait at once."""
     from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
     deadline = time.monotonic() + seconds

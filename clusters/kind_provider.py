@@ -378,6 +378,7 @@ class KindProvider(Provider):
 
         def every_node(left: float) -> dict[str, SwapNode] | None:
             until = time.monotonic() + left
+            seen.clear()  # the give-up names this look's nodes, not an earlier one's
             items = get_json(api_client(kubeconfig, retries=False), "/api/v1/nodes", f"the node list of {cluster}",
                              left)["items"]
             labeled.clear()

@@ -9,6 +9,7 @@ command on the node."""
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -111,6 +112,12 @@ class NodeKubelet(ABC):
     def check(self) -> None:
         """Raise if the node will never answer (the vm node's QEMU stopped it): the wait for
         /configz below swallows every other error while the kubelet restarts."""
+
+    def no_answer(self, error: BaseException) -> bool:
+        """Whether a `node_command` that failed got no answer from the node (its exec timed out,
+        the connection dropped): a look lost inside a wait (decision 0037). Anything the node
+        answered, such as a non-zero exit, is not."""
+        return isinstance(error, (subprocess.TimeoutExpired, TimeoutError, ConnectionError))
 
     # --- built on the above ----------------------------------------------------------------------
 
@@ -288,9 +295,9 @@ class NodeKubelet(ABC):
         """Until systemd has seen the kubelet exit, or /configz answers (waits.KUBELET_REFUSAL).
         Once it exited, the journal is read until a second kubelet process has logged (systemd
         restarts it every RestartSec: by then the first one's last lines are in), at most
-        waits.KUBELET_LOG_SETTLED more. A read of the node that fails (an exec timed out on a
-        loaded node) loses that look, not the wait (decision 0037): the last one's error is
-        raised only when its wait is over."""
+        waits.KUBELET_LOG_SETTLED more. A read of the node that got no answer (`no_answer`: an
+        exec timed out on a loaded node) loses that look, not the wait (decision 0037): its error
+        is raised only when the wait is over. What the node answered, an error too, ends it."""
 
         def journal() -> tuple[refusal.JournalLine, ...]:
             return tuple(self._journal_since(since, old_pid))
@@ -305,7 +312,9 @@ class NodeKubelet(ABC):
             try:
                 state = refusal.unit_state(self.node_command(refusal.unit_command()))
                 unit = f"kubelet.service {state}"
-            except Exception as e:  # noqa: BLE001 - a look lost, not the wait
+            except Exception as e:
+                if not self.no_answer(e):
+                    raise
                 unit = f"kubelet.service unread: {type(e).__name__}: {str(e)[:160]}"
             else:
                 if restarts_before is None:
@@ -323,8 +332,10 @@ class NodeKubelet(ABC):
                 settled = time.monotonic() - exited_at >= waits.bound(waits.KUBELET_LOG_SETTLED)
                 try:
                     log = journal()
-                except Exception as e:  # noqa: BLE001 - a look lost, until the journal has had its time
-                    if settled:
+                except Exception as e:
+                    if not self.no_answer(e):
+                        raise
+                    if settled:  # a look lost, until the journal has had its time
                         raise KubeletConfigError(f"{what}: the kubelet exited, and its journal could not be read"
                                                  f" within {waits.bound(waits.KUBELET_LOG_SETTLED):.0f}s:"
                                                  f" {type(e).__name__}: {str(e)[:300]}") from None

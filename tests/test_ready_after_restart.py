@@ -248,7 +248,8 @@ def new_cluster(monkeypatch: pytest.MonkeyPatch) -> KindProvider:
 
 def test_a_new_clusters_worker_not_answering_yet_is_waited_for(monkeypatch: pytest.MonkeyPatch,
                                                              new_cluster: KindProvider) -> None:
-    # a worker Ready before its kubelet serves /configz: one look gives up on it, the next finds it
+    # a look that gives up (here early, as one given less than the rest of the bound would) is not
+    # the wait's end: the next look finds the nodes
     answers: list = [discovery.DiscoveryGaveUp("gave up after 60s waiting for node w2's kubelet /configz: 503"),
                      [node("w1", "NoSwap"), node("w2", "LimitedSwap")]]
     budgets: list[float] = []

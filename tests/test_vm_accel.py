@@ -414,7 +414,9 @@ def test_every_wait_loop_fails_on_a_stopped_guest(running, tmp_path: Path, monke
     waits = {"wait_agent": lambda: vm.wait_agent(far), "ksc-images": lambda: vm._wait_unit("ksc-images.service", far),
              "node Ready": lambda: vm._wait_node_ready(far), "service account": lambda: vm._wait_default_service_account(far),
              "kubeadm": lambda: vm._kubeadm_init("LimitedSwap"), "docker": lambda: host._wait_docker(st, far),
-             "kubelet /configz": lambda: vm.kubelet().restart_with("", lambda config: True, "test", timeout=20)}
+             "kubelet /configz": lambda: vm.kubelet().restart_with("", lambda config: True, "test", timeout=20),
+             # its reads of the node are looks that may be lost (decision 0037): a stopped guest still ends it
+             "kubelet refusal": lambda: vm.kubelet()._started_or_refused("test", {}, "", 0.0, "")}
     monkeypatch.setattr(vm, "put_file", lambda *a, **kw: None)  # kubeadm's config: reached before its loop
     monkeypatch.setattr(vm.agent, "spawn", lambda *a, **kw: 1)
     monkeypatch.setattr(type(vm.kubelet()), "write_config", lambda self, text: None)

@@ -73,7 +73,7 @@ class SlowAgent(Agent):
     def exec(self, argv: list[str], timeout: float = 60) -> tuple[int, str, str]:
         if argv[:2] == ["systemctl", "is-active"] and SlowAgent.lost < 1:
             SlowAgent.lost += 1
-            raise qemu.AgentError(f"guest command timed out after {timeout:.0f}s: {' '.join(argv)}")
+            raise qemu.AgentNoAnswer(f"guest command timed out after {timeout:.0f}s: {' '.join(argv)}")
         return super().exec(argv, timeout)
 
 

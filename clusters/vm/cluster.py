@@ -277,11 +277,11 @@ class VmCluster(Guest[VmState]):
         while time.monotonic() < deadline:
             self.watch()
             answer = self.guest_look(["systemctl", "is-active", unit])
-            last = answer[1].strip() if answer else "the guest agent did not answer"
+            last = answer if isinstance(answer, str) else answer[1].strip()
             if last == "active":
                 return
             if last == "failed":
-                raise VmClusterError(f"{unit} failed in the guest:\n{self.journal(unit)}")
+                raise VmClusterError(f"{unit} failed in the guest:\n{self.journal_or_why(unit)}")
             time.sleep(2)
         raise VmClusterError(f"timed out waiting for {unit} to become active (last state: {last!r})")
 
@@ -307,11 +307,16 @@ class VmCluster(Guest[VmState]):
         pid = self.agent.spawn(argv)
         seen = 0
         deadline = time.monotonic() + waits.bound(waits.VM_KUBEADM_INIT)
+        lines: list[str] = []
         while True:
             self.watch()
-            st = self.agent.exec_status(pid)
-            rc_log, log, _ = self.guest_exec(["cat", KUBEADM_LOG], timeout=60)
-            lines = log.splitlines()
+            try:  # a lost answer is a look lost (decision 0037); the agent's error reply (no such pid) ends it
+                st = self.agent.exec_status(pid)
+            except (OSError, qemu.AgentNoAnswer):
+                st = None
+            answer = self.guest_look(["cat", KUBEADM_LOG])
+            if not isinstance(answer, str):
+                lines = answer[1].splitlines()
             for line in lines[seen:]:
                 if any(m in line for m in _PROGRESS_MARKERS) and not re.match(r"[IWE]\d{4} ", line):
                     self.progress(f"kubeadm: {line.strip()[:160]}")
@@ -324,9 +329,8 @@ class VmCluster(Guest[VmState]):
                                      " minutes; log tail:\n" + "\n".join(lines[-30:]))
             time.sleep(5)
         if rc != 0:
-            _, journal, _ = self.guest_exec(["journalctl", "-b", "--no-pager", "-n", "80", "-u", "kubelet"])
             raise VmClusterError(f"kubeadm init failed (exit {rc}); log tail:\n" + "\n".join(lines[-40:])
-                                 + "\n--- kubelet journal ---\n" + journal)
+                                 + "\n--- kubelet journal ---\n" + self.journal_or_why("kubelet", 80))
         self.progress("API server up: kubeadm init finished")
 
     def _fetch_kubeconfig(self, port: int) -> None:
@@ -478,6 +482,9 @@ class GuestKubelet(NodeKubelet):
 
     def check(self) -> None:
         self.vm.watch()
+
+    def no_answer(self, error: BaseException) -> bool:
+        return super().no_answer(error) or isinstance(error, qemu.AgentNoAnswer)
 
     def set_swap_behavior(self, behavior: str, timeout: float = 600) -> None:
         super().set_swap_behavior(behavior, timeout)

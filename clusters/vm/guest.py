@@ -148,14 +148,23 @@ class Guest(Generic[S]):
             self.watch()  # a guest that is gone or stopped is the story, not the socket's error
             raise
 
-    def guest_look(self, argv: Sequence[str], timeout: float = 60) -> tuple[int, str, str] | None:
-        """``guest_exec`` for one look of a wait: None when the agent did not answer it (a guest
-        busy under emulation), which costs the wait a look, not the wait (decision 0037). A guest
-        that is gone or stopped still raises, from ``watch``."""
+    def guest_look(self, argv: Sequence[str], timeout: float = 60) -> tuple[int, str, str] | str:
+        """``guest_exec`` for one look of a wait: what the agent said there was no answer, where
+        it gave none (a guest busy under emulation), which costs the wait a look, not the wait
+        (decision 0037). An error the agent answers, and a guest that is gone or stopped (from
+        ``watch``), still raise."""
         try:
             return self.guest_exec(argv, timeout=timeout)
-        except (OSError, qemu.AgentError):
-            return None
+        except (OSError, qemu.AgentNoAnswer) as error:
+            return f"no answer from the guest agent ({type(error).__name__}: {str(error)[:160]})"
+
+    def journal_or_why(self, unit: str, lines: int = 60) -> str:
+        """The unit's journal for a failure message, or why it could not be read: that failure
+        is the story, not a lost read of its journal."""
+        try:
+            return self.journal(unit, lines)
+        except (OSError, qemu.AgentError) as error:
+            return f"(its journal unread: {type(error).__name__}: {str(error)[:160]})"
 
     def put_file(self, path: str, data: bytes, mode: str = "0644") -> None:
         """``data`` as the guest's file ``path``, whole or not at all. The agent carries input as

@@ -360,12 +360,15 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
             try:  # an answer lost is a look lost (decision 0037): the agent's watch raises if the guest is gone
                 state = agent.exec(["systemctl", "is-active", "ksc-images.service"], timeout=60)[1].strip() \
                     if agent.ping(3) else "agent not answering"
-            except (OSError, qemu.AgentError):
-                state = "agent not answering"
+            except (OSError, qemu.AgentNoAnswer) as error:
+                state = f"no answer from the guest agent ({type(error).__name__}: {str(error)[:160]})"
             if state == "active":
                 break
             if state == "failed":
-                _, j, _ = agent.exec(["journalctl", "-b", "-u", "ksc-images", "--no-pager", "-n", "40"])
+                try:
+                    _, j, _ = agent.exec(["journalctl", "-b", "-u", "ksc-images", "--no-pager", "-n", "40"])
+                except (OSError, qemu.AgentError) as error:
+                    j = f"(its journal unread: {type(error).__name__}: {str(error)[:160]})"
                 raise ImageError(f"bake boot: image import failed:\n{j}")
             time.sleep(3)
         else:

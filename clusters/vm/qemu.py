@@ -42,6 +42,11 @@ class AgentError(RuntimeError):
     pass
 
 
+class AgentNoAnswer(AgentError):
+    """The agent gave no answer: a command that ran out its time, a connection closed. A guest busy
+    under emulation does this now and then; an AgentError proper is the agent's own error reply."""
+
+
 class KvmUnavailable(NotReady):
     """``KSC_VM_ACCEL=kvm`` on a host where KVM does not run a guest (exit 3, before any build)."""
 
@@ -721,7 +726,7 @@ class GuestAgent:
             while b"\n" not in buf:
                 chunk = self._recv(s)
                 if not chunk:
-                    raise AgentError("guest agent closed the connection")
+                    raise AgentNoAnswer("guest agent closed the connection")
                 buf.extend(chunk)
             line, _, rest = bytes(buf).partition(b"\n")
             buf[:] = rest
@@ -818,7 +823,7 @@ class GuestAgent:
                 if time.monotonic() > deadline:
                     self._call(s, buf, {"execute": "guest-exec", "arguments": {
                         "path": "/bin/kill", "arg": ["-9", str(pid)]}}, 10)
-                    raise AgentError(f"guest command timed out after {timeout:.0f}s: {' '.join(argv)}")
+                    raise AgentNoAnswer(f"guest command timed out after {timeout:.0f}s: {' '.join(argv)}")
                 time.sleep(delay)
                 delay = min(delay * 1.5, 1.0)
         finally:
