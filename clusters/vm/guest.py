@@ -149,8 +149,8 @@ class Guest(Generic[S]):
             raise
 
     def guest_look(self, argv: Sequence[str], timeout: float = 60) -> tuple[int, str, str] | str:
-        """``guest_exec`` for one look of a wait: what the agent said there was no answer, where
-        it gave none (a guest busy under emulation), which costs the wait a look, not the wait
+        """``guest_exec`` for one look of a wait; where the agent gave no answer (a guest busy
+        under emulation), a sentence saying so instead: that costs the wait a look, not the wait
         (decision 0037). An error the agent answers, and a guest that is gone or stopped (from
         ``watch``), still raise."""
         try:
