@@ -327,11 +327,18 @@ def test_a_read_of_the_node_lost_during_the_wait_loses_a_look_not_the_wait(comma
     assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2
 
 
-def test_a_unit_never_read_fails_the_wait_naming_the_lost_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(waits, "KUBELET_REFUSAL", waits.Wait(0, clock=0.05))
-    node = LosingNode(without_fail_swap_on, "systemctl", times=10**9)
-    with pytest.raises(KubeletConfigError, match=r"neither exited nor answered /configz within 0s; last: /configz:"
-                                                  r" ConnectionError: .*; kubelet.service unread: TimeoutExpired: Command .*systemctl.* timed out"):
+@pytest.mark.parametrize("command, wait, message", [
+    ("systemctl", "KUBELET_REFUSAL", r"neither exited nor answered /configz within 0s; last: /configz: ConnectionError: .*;"
+                                     r" kubelet.service unread: TimeoutExpired: Command .*systemctl.* timed out"),
+    ("journalctl", "KUBELET_LOG_SETTLED", r"the kubelet exited, and its journal could not be read within 0s:"
+                                          r" TimeoutExpired: Command .*journalctl.* timed out"),
+])
+def test_a_read_never_answered_fails_the_wait_once_it_is_over_naming_the_read(
+        monkeypatch: pytest.MonkeyPatch, command: str, wait: str, message: str) -> None:
+    # the unit read's wait is the refusal's; the journal's, once the kubelet exited, its time to settle
+    monkeypatch.setattr(waits, wait, waits.Wait(0, clock=0.05))
+    node = LosingNode(without_fail_swap_on, command, times=10**9)
+    with pytest.raises(KubeletConfigError, match=message):
         node.attempt_start(kubelet_config.fail_swap_on_unset())
     assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2
 
@@ -407,12 +414,3 @@ def test_the_fail_swap_on_flag_overrides_the_file(flags: tuple[str, ...], refuse
 ])
 def test_flags_are_added_to_kubelet_extra_args(text: str, expected: str) -> None:
     assert kubelet_refusal.with_flags(text, ["--x"]) == expected
-
-
-def test_a_journal_never_read_after_the_exit_fails_once_it_had_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(waits, "KUBELET_LOG_SETTLED", waits.Wait(0, clock=0.05))
-    node = LosingNode(without_fail_swap_on, "journalctl", times=10**9)
-    with pytest.raises(KubeletConfigError, match=r"the kubelet exited, and its journal could not be read within 0s:"
-                                                  r" TimeoutExpired: Command .*journalctl.* timed out"):
-        node.attempt_start(kubelet_config.fail_swap_on_unset())
-    assert yaml.safe_load(node.file) == NODE_FILE and node.restarts == 2

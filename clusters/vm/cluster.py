@@ -312,7 +312,7 @@ class VmCluster(Guest[VmState]):
             self.watch()
             try:  # a lost answer is a look lost (decision 0037); the agent's error reply (no such pid) ends it
                 st = self.agent.exec_status(pid)
-            except (OSError, qemu.AgentNoAnswer):
+            except qemu.NO_ANSWER:
                 st = None
             answer = self.guest_look(["cat", KUBEADM_LOG])
             if not isinstance(answer, str):

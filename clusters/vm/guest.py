@@ -155,8 +155,8 @@ class Guest(Generic[S]):
         ``watch``), still raise."""
         try:
             return self.guest_exec(argv, timeout=timeout)
-        except (OSError, qemu.AgentNoAnswer) as error:
-            return f"no answer from the guest agent ({type(error).__name__}: {str(error)[:160]})"
+        except qemu.NO_ANSWER as error:
+            return qemu.no_answer_said(error)
 
     def journal_or_why(self, unit: str, lines: int = 60) -> str:
         """The unit's journal for a failure message, or why it could not be read: that failure

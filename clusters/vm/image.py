@@ -360,8 +360,8 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
             try:  # an answer lost is a look lost (decision 0037): the agent's watch raises if the guest is gone
                 state = agent.exec(["systemctl", "is-active", "ksc-images.service"], timeout=60)[1].strip() \
                     if agent.ping(3) else "agent not answering"
-            except (OSError, qemu.AgentNoAnswer) as error:
-                state = f"no answer from the guest agent ({type(error).__name__}: {str(error)[:160]})"
+            except qemu.NO_ANSWER as error:
+                state = qemu.no_answer_said(error)
             if state == "active":
                 break
             if state == "failed":

@@ -47,6 +47,16 @@ class AgentNoAnswer(AgentError):
     under emulation does this now and then; an AgentError proper is the agent's own error reply."""
 
 
+# What a call to the agent that got no answer raises: its socket's timeout or error, AgentNoAnswer.
+# Inside a wait that is a look lost (decision 0037); an AgentError proper is an answer.
+NO_ANSWER: tuple[type[Exception], ...] = (OSError, AgentNoAnswer)
+
+
+def no_answer_said(error: BaseException) -> str:
+    """A wait's last state where its look got no answer (NO_ANSWER)."""
+    return f"no answer from the guest agent ({type(error).__name__}: {str(error)[:160]})"
+
+
 class KvmUnavailable(NotReady):
     """``KSC_VM_ACCEL=kvm`` on a host where KVM does not run a guest (exit 3, before any build)."""
 
