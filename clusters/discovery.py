@@ -252,12 +252,13 @@ READ_FLOOR = 10.0
 
 def discover(
     kubeconfig: str, provider: str, cluster: str, cgroup_v2: bool | None = None, seconds: float = 60,
-    names: frozenset[str] | None = None,
+    names: frozenset[str] | None = None, listed: list[dict[str, Any]] | None = None,
 ) -> list[SwapNode]:
     """Every Ready, schedulable node in the cluster (of `names`, where given: the others' kubelets
     are not asked), with the behavior its kubelet really runs; within `seconds` in all, except
     that every read gets at least READ_FLOOR seconds (or `seconds`, if less), however late it
-    comes: a late node of a large cluster is asked properly, at the cost of an overrun."""
+    comes: a late node of a large cluster is asked properly, at the cost of an overrun. `listed`:
+    the node list's items where the caller has just read them (not read again)."""
     api = api_client(kubeconfig, retries=False)
     deadline = time.monotonic() + seconds
     floor = min(seconds, READ_FLOOR)
@@ -265,7 +266,8 @@ def discover(
     def left() -> float:
         return max(floor, deadline - time.monotonic())
 
-    nodes = get_json(api, "/api/v1/nodes", f"the node list of {cluster}", left())["items"]
+    nodes = listed if listed is not None else get_json(api, "/api/v1/nodes", f"the node list of {cluster}",
+                                                       left())["items"]
     found = []
     for node in nodes:
         if not _ready(node) or not _schedulable(node, single=len(nodes) == 1):

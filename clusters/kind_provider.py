@@ -384,7 +384,10 @@ class KindProvider(Provider):
             labeled.clear()
             labeled.update({(i["metadata"].get("labels") or {}).get(kind_config.BEHAVIOR_LABEL, ""):
                             i["metadata"]["name"] for i in items})
-            seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True, seconds=max(1.0, until - time.monotonic()))
+            # only the labeled nodes' kubelets are asked, and the list is not read again
+            wanted = frozenset(labeled[b] for b in behaviors if b in labeled)
+            seen[:] = discover(kubeconfig, self.name, cluster, cgroup_v2=True, seconds=max(1.0, until - time.monotonic()),
+                               names=wanted, listed=items)
             ready = {n.name: n for n in seen}
             found = {b: ready[labeled[b]] for b in behaviors if labeled.get(b) in ready}
             return found if len(found) == len(behaviors) else None

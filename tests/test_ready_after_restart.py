@@ -293,3 +293,29 @@ def test_a_new_cluster_refusing_the_credentials_ends_the_wait_at_once(monkeypatc
     with pytest.raises(discovery.DiscoveryError, match="credentials"):
         new_cluster._wait_for_nodes("c", "kc", ["NoSwap", "LimitedSwap"])
     assert looks == [1]
+
+
+def test_a_new_clusters_look_reads_the_node_list_once_and_asks_only_the_labeled_kubelets(
+        monkeypatch: pytest.MonkeyPatch, new_cluster: KindProvider) -> None:
+    # the real discover under the wait: the control plane (no behavior label) is Ready and
+    # schedulable here, and still not asked; the list read for the labels is the one discovered
+    def item(name: str, label: str) -> dict:
+        return {"metadata": {"name": name, "labels": {kind_config.BEHAVIOR_LABEL: label} if label else {}},
+                "status": {**status("True", NEW), "nodeInfo": {"kubeletVersion": "v1.37.2", "swap": {"capacity": 1 << 32}}}}
+
+    lists: list[str] = []
+    asked: list[str] = []
+
+    def get_json(api: object, path: str, what: str, seconds: float) -> dict:
+        lists.append(path)
+        return {"items": [item("cp", ""), item("w1", "NoSwap"), item("w2", "LimitedSwap")]}
+
+    def kubelet_config(api: object, name: str, seconds: float) -> dict:
+        asked.append(name)
+        return {"memorySwap": {"swapBehavior": {"w1": "NoSwap", "w2": "LimitedSwap"}[name]}}
+
+    monkeypatch.setattr(discovery, "get_json", get_json)
+    monkeypatch.setattr(discovery, "kubelet_config", kubelet_config)
+    found = new_cluster._wait_for_nodes("c", "kc", ["NoSwap", "LimitedSwap"])
+    assert {b: n.name for b, n in found.items()} == {"NoSwap": "w1", "LimitedSwap": "w2"}
+    assert lists == ["/api/v1/nodes"] and asked == ["w1", "w2"]

@@ -164,7 +164,7 @@ class Guest(Generic[S]):
         try:
             return self.journal(unit, lines)
         except (OSError, qemu.AgentError) as error:
-            return f"(its journal unread: {type(error).__name__}: {str(error)[:160]})"
+            return qemu.journal_unread(error)
 
     def put_file(self, path: str, data: bytes, mode: str = "0644") -> None:
         """``data`` as the guest's file ``path``, whole or not at all. The agent carries input as

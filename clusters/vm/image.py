@@ -368,7 +368,7 @@ def _bake(tmp: Path, root: Path, progress: Progress) -> None:
                 try:
                     _, j, _ = agent.exec(["journalctl", "-b", "-u", "ksc-images", "--no-pager", "-n", "40"])
                 except (OSError, qemu.AgentError) as error:
-                    j = f"(its journal unread: {type(error).__name__}: {str(error)[:160]})"
+                    j = qemu.journal_unread(error)
                 raise ImageError(f"bake boot: image import failed:\n{j}")
             time.sleep(3)
         else:

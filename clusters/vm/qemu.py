@@ -57,6 +57,11 @@ def no_answer_said(error: BaseException) -> str:
     return f"no answer from the guest agent ({type(error).__name__}: {str(error)[:160]})"
 
 
+def journal_unread(error: BaseException) -> str:
+    """A failure message's journal where it could not be read: the failure is the story."""
+    return f"(its journal unread: {type(error).__name__}: {str(error)[:160]})"
+
+
 class KvmUnavailable(NotReady):
     """``KSC_VM_ACCEL=kvm`` on a host where KVM does not run a guest (exit 3, before any build)."""
 
