@@ -105,6 +105,7 @@ def test_nightly_plan_puts_out_exactly_the_table_s_minors(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stdout + done.stderr
     outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
     assert json.loads(outputs["minors"]) == list(versions.SUPPORTED)
+    assert outputs["newest"] == max(versions.SUPPORTED, key=versions.minor_of)
     assert outputs["kind-version"] == versions.KIND
 
 
@@ -141,18 +142,39 @@ def test_nightly_kind_lane_runs_the_suite_exports_logs_and_always_deletes() -> N
     assert any("GITHUB_STEP_SUMMARY" in s.get("run", "") and "junit.xml" in s.get("run", "") for s in steps(kind))
 
 
-def test_nightly_vm_lane_uses_kvm_on_both_guest_kernels() -> None:
-    vm = load(NIGHTLY)["jobs"]["vm-kvm"]
-    assert vm["strategy"]["fail-fast"] is False
-    assert sorted(vm["strategy"]["matrix"]["kernel"]) == ["6.1", "6.12"]
+def test_nightly_vm_lane_runs_every_minor_s_matrix_cells_with_kvm_and_the_newest_on_kernel_6_1() -> None:
+    """What the vm lane runs is what `python -m bench.matrix` runs here: every supported minor at
+    its pin, in gate mode, through the same command; kernel 6.1 once more, on the newest minor."""
+    import shlex
+
+    from bench import matrix
+
+    jobs = load(NIGHTLY)["jobs"]
+    vm = jobs["vm-kvm"]
+    assert vm["needs"] == "plan" and vm["strategy"]["fail-fast"] is False
+    grid = vm["strategy"]["matrix"]
+    assert grid["minor"] == "${{ fromJSON(needs.plan.outputs.minors) }}" and grid["kernel"] == ["6.12"]
+    assert grid["include"] == [{"minor": "${{ needs.plan.outputs.newest }}", "kernel": "6.1"}]
+    assert jobs["plan"]["outputs"]["newest"] == "${{ steps.plan.outputs.newest }}"
+    assert vm["env"]["MINOR"] == "${{ matrix.minor }}" and vm["env"]["KSC_VM_ACCEL"] == "kvm"
     run = scripts(vm)
     assert "/dev/kvm" in run
     for package in ("qemu-system-x86", "qemu-utils", "debootstrap", "libseccomp-dev", "e2fsprogs"):
         assert package in run
-    suite = " ".join(next(s["run"] for s in steps(vm) if "pytest e2e" in s.get("run", "")).split())
-    assert 'sudo -E env PATH="$PATH" python -m pytest e2e --provider vm --behaviors NoSwap,LimitedSwap' in suite
-    assert '--vm-kernel "$KERNEL"' in suite and "--junitxml=" in suite
-    assert any(s.get("uses", "").startswith("actions/cache@") for s in steps(vm))
+    cache = next(s for s in steps(vm) if s.get("uses", "").startswith("actions/cache@"))
+    assert "${{ matrix.minor }}" in cache["with"]["key"]  # one minor's build does not evict another's
+    suite = " ".join(next(s["run"] for s in steps(vm) if "bench.matrix" in s.get("run", "")).replace("\\\n", " ").split())
+    command = suite[suite.index("python -m bench.matrix"):].split(" else ")[0]
+    assert suite[:suite.index("python -m bench.matrix")].endswith('sudo -E env PATH="$PATH" ')
+    argv = shlex.split(command.replace('"$MINOR"', "1.35"))[3:]
+    args = matrix.parser().parse_args(argv)
+    assert (args.minors, args.providers, args.behaviors) == (["1.35"], ["vm"], list(matrix.BEHAVIORS))
+    (run_,), _ = matrix.plan(args.minors, args.providers, args.behaviors, ROOT / "results", "", True, args.kind_images)
+    assert run_.version == versions.SUPPORTED["1.35"]
+    pytest_argv = run_.pytest_argv(ROOT / "results", run_.image, args.pytest_args)
+    assert "--gate" in pytest_argv and pytest_argv[pytest_argv.index("--k8s-version") + 1] == versions.SUPPORTED["1.35"]
+    # Kernel 6.1: the suite at the minor's pin on that kernel.
+    assert '--k8s-version "$version" --behaviors NoSwap,LimitedSwap --vm-kernel "$KERNEL"' in suite
 
 
 # --- the release gate --------------------------------------------------------------------------
