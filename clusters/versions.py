@@ -23,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from clusters import cli, inputs
 from clusters.redact import redact
@@ -186,25 +187,41 @@ def unbuildable(version: str, module: str = KUBERNETES_MODULE, get: Get = proxy_
     return None
 
 
-def newest_patch(minor: str, get: Get = proxy_get, misses: int = MISSES, limit: int = MAX_PATCHES) -> str | None:
-    """The newest buildable patch of ``minor`` ("1.34") the proxy serves, asked for by name from
-    .0 up, past up to ``misses`` refused patches in a row; None when it serves none of the first
-    ``misses``. A proxy still serving at patch ``limit`` is an error, not a release."""
+@dataclass(frozen=True)
+class Probe:
+    """What the proxy said of a minor's patches, asked for by name from .0 up: the newest buildable
+    one (None: none of the first ``misses``), and each patch below it that it refused, with the
+    first file refused (the patches past the newest are the ones not released yet)."""
+
+    newest: str | None
+    refused: tuple[tuple[str, str], ...] = ()
+
+
+def probe(minor: str, get: Get = proxy_get, misses: int = MISSES, limit: int = MAX_PATCHES) -> Probe:
+    """The proxy's answer for ``minor`` ("1.34"), past up to ``misses`` refused patches in a row.
+    A proxy still serving at patch ``limit`` is an error, not a release."""
     parsed = minor_of(minor)
     if parsed is None:
         raise ValueError(f"not a Kubernetes minor: {minor!r} (want MAJOR.MINOR, e.g. 1.34)")
-    newest, missed = None, 0
+    newest, gap = None, []
+    refused: list[tuple[str, str]] = []
     for patch in range(limit):
         version = f"v{parsed[0]}.{parsed[1]}.{patch}"
-        if unbuildable(version, get=get) is None:
-            newest, missed = version, 0
+        why = unbuildable(version, get=get)
+        if why is None:
+            newest, refused, gap = version, refused + gap, []
         else:
-            missed += 1
-            if missed >= misses:
-                return newest
+            gap.append((version, why))
+            if len(gap) >= misses:
+                return Probe(newest, tuple(refused))
     raise ProxyUnreachable(f"the Go module proxy {module_proxy()} serves every {KUBERNETES_MODULE} {minor} patch"
                            f" asked for, up to v{parsed[0]}.{parsed[1]}.{limit - 1}: no proxy has that many; is"
                            f" GOPROXY a Go module proxy? (e.g. {DEFAULT_GOPROXY})")
+
+
+def newest_patch(minor: str, get: Get = proxy_get, misses: int = MISSES, limit: int = MAX_PATCHES) -> str | None:
+    """The newest buildable patch of ``minor`` the proxy serves (`probe`)."""
+    return probe(minor, get, misses, limit).newest
 
 
 def next_minor(minor: str) -> str:
@@ -244,7 +261,8 @@ def _main(args) -> int:
     print(redact(f"newest buildable patch on {module_proxy()} (.info, .mod and .zip served):"))
     ok = True
     for minor, pinned in SUPPORTED.items():
-        newest = newest_patch(minor)
+        answer = probe(minor)
+        newest = answer.newest
         if newest == pinned:
             verdict = "current"
         elif newest is None or _patch(newest) < _patch(pinned):
@@ -254,6 +272,8 @@ def _main(args) -> int:
             verdict = f"STALE: {newest} is served (update SUPPORTED in {__file__})"
             ok = False
         print(f"  {minor}  pinned {pinned:9} served {newest or 'none':9} {verdict}")
+        for version, why in answer.refused:  # a release the proxy does not serve whole cannot be built
+            print(f"        refused {version}: {why}")
     following = next_minor(list(SUPPORTED)[-1])
     newest = newest_patch(following)
     print(f"  {following}  not supported    served {newest or 'none'}"

@@ -134,6 +134,10 @@ def test_a_refused_patch_between_served_ones_is_stepped_over(proxy: FakeProxy) -
     assert versions.newest_patch("1.34") == "v1.34.12"
     asked = {path.rsplit("/", 1)[1] for _, path in proxy.asked if path.endswith(".info")}
     assert asked == {f"v1.34.{p}.info" for p in range(0, 13 + versions.MISSES)}, "asked by name, up to MISSES past"
+    # What was refused below the newest is said, with the file refused; the patches past it are
+    # the ones not released yet, not refusals.
+    assert versions.probe("1.34") == versions.Probe("v1.34.12", (("v1.34.6", "k8s.io/kubernetes/@v/v1.34.6.info"
+                                                                             " refused (403)"),))
 
 
 def test_only_a_release_whose_info_mod_and_zip_are_all_served_counts(proxy: FakeProxy) -> None:
@@ -161,6 +165,7 @@ def test_the_probe_gives_up_after_misses_in_a_row(proxy: FakeProxy) -> None:
 def test_a_minor_with_nothing_served_has_no_newest_patch(proxy: FakeProxy) -> None:
     assert versions.newest_patch("1.38") is None
     assert len([p for _, p in proxy.asked]) == versions.MISSES  # one .info per patch asked, nothing more
+    assert versions.probe("1.38") == versions.Probe(None, ()), "nothing released is nothing refused"
     with pytest.raises(ValueError, match="not a Kubernetes minor"):
         versions.newest_patch("latest")
 
@@ -266,6 +271,9 @@ def test_the_command_reports_each_minor_current_or_stale(proxy: FakeProxy) -> No
     assert done.returncode == cli.Exit.FAILED, done.stdout + done.stderr
     assert re.search(rf"^  {re.escape(first)}  pinned {pinned} +served {newer} +STALE: {newer} is served \(update"
                      r" SUPPORTED in .*versions\.py\)$", done.stdout, re.M), done.stdout
+    skipped = f"v{first}.{int(pinned.rsplit('.', 1)[1]) + 1}"  # each patch refused below the newest is said
+    assert re.search(rf"^ +refused {skipped}: k8s\.io/kubernetes/@v/{skipped}\.info refused \(404\)$", done.stdout,
+                     re.M), done.stdout
     assert re.search(r"^  1\.38  not supported +served v1\.38\.0 +a new minor: add it to SUPPORTED", done.stdout, re.M)
 
 
