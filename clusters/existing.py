@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusters.discovery import DiscoveryError, discover, summary
+from clusters import versions
 from clusters.checks import Check, PreflightError
+from clusters.discovery import DiscoveryError, discover, summary
 from clusters.provider import NotCoveredError, Provider, SwapNode
 
 
@@ -34,6 +35,13 @@ class ExistingProvider(Provider):
             raise PreflightError([
                 Check("cluster", False, str(error), f"check that {self.kubeconfig} points at a running cluster (kubectl --kubeconfig {self.kubeconfig} get nodes)")
             ]) from error
+        # The release is the node's, not a name the user gave: each kubelet is asked. One outside
+        # the range would be judged by rules no release of it was read for.
+        outside = [refused for node in self._nodes if (refused := _unsupported(node))]
+        if outside:
+            raise PreflightError([Check("Kubernetes version", False, "; ".join(outside),
+                                        "run the suite on a cluster whose nodes run a supported release: "
+                                        + versions.PICK_A_RELEASE)])
 
     def coverage(self, behaviors: Sequence[str]) -> dict[str, str | None]:
         try:
@@ -61,3 +69,9 @@ class ExistingProvider(Provider):
             if node.behavior == behavior:
                 return node
         raise NotCoveredError(behavior, f"no Ready schedulable node runs it (found: {summary(self.nodes())})")
+
+
+def _unsupported(node: SwapNode) -> str | None:
+    if versions.minor_of(node.kubelet_version) is None:
+        return f"node {node.name} reports no kubelet version ({node.kubelet_version!r})"
+    return versions.out_of_range(f"node {node.name}'s kubelet {node.kubelet_version}", node.kubelet_version)

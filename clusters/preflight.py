@@ -389,18 +389,20 @@ def node_image_refusal(image: str, version: tuple[int, int, int] | None) -> Chec
         return Check("node image", False, f"{image!r} is not an image reference",
                      "pass --node-image REPOSITORY:TAG, e.g. kindest/node:v1.37.0")
     refused = versions.out_of_range(image, version) if version is not None else None
-    if refused:
-        return Check("node image", False, refused,
-                     f"use a node image of Kubernetes {versions.SUPPORTED_RANGE} (clusters/kind/node-images.yaml pins"
+    return Check("node image", False, refused, _OUT_OF_RANGE_FIX) if refused else None
+
+
+_OUT_OF_RANGE_FIX = (f"use a node image of Kubernetes {versions.SUPPORTED_RANGE} (clusters/kind/node-images.yaml pins"
                      " kind's, one per supported minor), or build one of a supported release: python -m clusters.vm"
                      f" node-image --k8s-version {versions.SUPPORTED[max(versions.SUPPORTED, key=versions.minor_of)]}")
-    return None
 
 
 def check_node_image(image: str | None, version: tuple[int, int, int] | None, run: Runner = commands.run) -> Check:
     """A --node-image that kind could not use is refused before any cluster exists: a malformed
-    reference, a Kubernetes older than the suite supports, or an image Docker can neither find
-    nor pull (pulled here, as kind would, so a missing image fails once and clearly)."""
+    reference, a Kubernetes outside the supported range, or an image Docker can neither find nor
+    pull (pulled here, as kind would, so a missing image fails once and clearly). An image whose
+    tag names no version (``kind build node-image``'s ``kindest/node:latest``, a digest) is judged
+    by the release it carries, its ``/kind/version``."""
     if image is None:
         return Check("node image", True, "kind's default node image")
     refused = node_image_refusal(image, version)
@@ -408,15 +410,42 @@ def check_node_image(image: str | None, version: tuple[int, int, int] | None, ru
         return refused
     try:
         if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode == 0:
-            return Check("node image", True, f"{image} is on the Docker host")
-        pulled = run(["docker", "pull", image], capture_output=True, text=True, timeout=1800)
+            found = f"{image} is on the Docker host"
+        else:
+            pulled = run(["docker", "pull", image], capture_output=True, text=True, timeout=1800)
+            if pulled.returncode != 0:
+                last = (pulled.stderr or pulled.stdout).strip().splitlines()[-1:] or [""]
+                return Check("node image", False, f"{image} is not on the Docker host and cannot be pulled: {last[0]}",
+                             "check the name, or build and load the local one: eval \"$(python -m clusters.vm kind-host"
+                             " up)\"")
+            found = f"{image} pulled"
     except subprocess.TimeoutExpired:
         return Check("node image", False, f"pulling {image} did not finish in 30 min", "pull it by hand: docker pull " + image)
-    if pulled.returncode != 0:
-        last = (pulled.stderr or pulled.stdout).strip().splitlines()[-1:] or [""]
-        return Check("node image", False, f"{image} is not on the Docker host and cannot be pulled: {last[0]}",
-                     "check the name, or build and load the local one: eval \"$(python -m clusters.vm kind-host up)\"")
-    return Check("node image", True, f"{image} pulled")
+    if version is not None:
+        return Check("node image", True, found)
+    return _carried_release(image, found, run)
+
+
+def _carried_release(image: str, found: str, run: Runner) -> Check:
+    """The release a kind node image carries (kind writes it to /kind/version when it builds one),
+    read in a container removed at once, for an image whose tag does not say it."""
+    try:
+        read = run(["docker", "run", "--rm", "--entrypoint", "cat", image, "/kind/version"], capture_output=True,
+                   text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        read = subprocess.CompletedProcess([], 1, "", "reading /kind/version did not finish in 5 min")
+    carried = read.stdout.strip() if read.returncode == 0 else ""
+    if versions.minor_of(carried) is None:
+        said = (read.stderr or read.stdout).strip().splitlines()[-1:] or [""]
+        return Check("node image", False,
+                     f"{image}'s tag names no Kubernetes version, and its /kind/version cannot be read"
+                     + (f" ({said[0]})" if said[0] else "") + ": it is not a kind node image the suite can place",
+                     "pass a kind node image tagged with its release, e.g. kindest/node:v1.37.2, or build one: python"
+                     f" -m clusters.vm node-image --k8s-version {versions.KUBERNETES}")
+    refused = versions.out_of_range(f"{image} (its /kind/version: {carried})", carried)
+    if refused:
+        return Check("node image", False, refused, _OUT_OF_RANGE_FIX)
+    return Check("node image", True, f"{found}, Kubernetes {carried} (its /kind/version)")
 
 
 # --- putting it together -----------------------------------------------------------------------

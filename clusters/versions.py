@@ -31,8 +31,9 @@ from clusters.redact import redact
 # The Kubernetes minors the suite supports, each with the newest patch of it the Go module proxy
 # served buildable (.info, .mod and .zip) when it was last probed. The release gate holds only
 # where the suite has run: every minor here is one the suite is to pass on, and nothing outside
-# it is accepted (--k8s-version, --k8s-source, a kind --node-image tag). `python -m
-# clusters.versions` says when a pin is stale; `python -m bench.matrix` runs the suite on each.
+# it is accepted (--k8s-version, --k8s-source, a kind --node-image or its /kind/version, an
+# existing cluster's kubelets). `python -m clusters.versions` says when a pin is stale;
+# `python -m bench.matrix` runs the suite on each.
 SUPPORTED: dict[str, str] = {
     "1.34": "v1.34.12",
     "1.35": "v1.35.8",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters import preflight
+from clusters import kind_config, preflight, versions
 from clusters.checks import PreflightError, require
 
 HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
@@ -236,7 +236,8 @@ def test_preflight_error_lists_every_check() -> None:
     assert "1 of 2 checks" in text and "[FAIL] swap" in text and "[ok  ] cgroup v2" in text and "fix: " in text
 
 
-def docker_says(inspect: int, pull: int = 0, pull_error: str = ""):
+def docker_says(inspect: int, pull: int = 0, pull_error: str = "", kind_version: str | None = None,
+                read_error: str = "cat: /kind/version: No such file or directory"):
     calls = []
 
     def run(argv, **kwargs):
@@ -245,6 +246,11 @@ def docker_says(inspect: int, pull: int = 0, pull_error: str = ""):
             return subprocess.CompletedProcess(argv, inspect, "", "")
         if argv[:2] == ["docker", "pull"]:
             return subprocess.CompletedProcess(argv, pull, "", pull_error)
+        if argv[:2] == ["docker", "run"]:
+            assert argv[2:5] == ["--rm", "--entrypoint", "cat"] and argv[6:] == ["/kind/version"], argv
+            if kind_version is None:
+                return subprocess.CompletedProcess(argv, 1, "", read_error)
+            return subprocess.CompletedProcess(argv, 0, kind_version + "\n", "")
         raise AssertionError(argv)
 
     run.calls = calls  # type: ignore[attr-defined]
@@ -278,3 +284,31 @@ def test_a_present_or_pullable_node_image_passes() -> None:
     pulled = docker_says(inspect=1, pull=0)
     assert preflight.check_node_image("kindest/node:v1.37.0", (1, 37, 0), pulled).ok and ["docker", "pull"] in pulled.calls
     assert preflight.check_node_image(None, None, docker_says(inspect=1)).ok  # kind's default: kind pulls it
+    assert ["docker", "run"] not in pulled.calls, "a tag that names the release is believed"
+
+
+@pytest.mark.parametrize("image", ["kindest/node:latest", "registry.example/node@sha256:" + "ab" * 32, "ksc/node"])
+def test_a_node_image_whose_tag_names_no_release_is_judged_by_its_kind_version(image: str) -> None:
+    """`kind build node-image` tags kindest/node:latest: the tag cannot say the release, the image's
+    /kind/version does (read in a container removed at once)."""
+    assert kind_config.image_version(image) is None
+    old = preflight.check_node_image(image, None, docker_says(inspect=0, kind_version="v1.33.1"))
+    assert not old.ok
+    assert old.detail == (f"{image} (its /kind/version: v1.33.1) is Kubernetes 1.33: the suite supports Kubernetes"
+                          f" {versions.SUPPORTED_RANGE} only (clusters/versions.py SUPPORTED)")
+    assert "node-image --k8s-version" in old.remedy
+    newer = versions.next_minor(max(versions.SUPPORTED, key=versions.minor_of))
+    assert not preflight.check_node_image(image, None, docker_says(inspect=0, kind_version=f"v{newer}.0")).ok
+    supported = docker_says(inspect=1, kind_version="v1.36.5")
+    check = preflight.check_node_image(image, None, supported)
+    assert check.ok and check.detail == f"{image} pulled, Kubernetes v1.36.5 (its /kind/version)"
+    assert supported.calls == [["docker", "image"], ["docker", "pull"], ["docker", "run"]]
+
+
+def test_an_image_without_a_release_in_its_tag_or_a_kind_version_is_refused() -> None:
+    check = preflight.check_node_image("busybox:latest", None, docker_says(inspect=0))
+    assert not check.ok
+    assert check.detail == ("busybox:latest's tag names no Kubernetes version, and its /kind/version cannot be read"
+                            " (cat: /kind/version: No such file or directory): it is not a kind node image the suite"
+                            " can place")
+    assert "kindest/node:v1." in check.remedy

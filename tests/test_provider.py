@@ -109,3 +109,28 @@ def test_each_provider_says_how_to_remove_what_it_kept(tmp_path: Path) -> None:
     assert vm.kept({"provider": "vm", "cluster": "ksc-vm", "state_dir": "/tmp/my runs"}).endswith(
         "stop it with `python -m clusters.vm down --state-dir '/tmp/my runs'`)")
     assert vm.kept({"provider": "kind", "cluster": "x", "kept": "kept the kind host VM"}) == "kept the kind host VM"
+
+
+def test_an_existing_cluster_whose_nodes_run_an_unsupported_release_is_refused_before_any_test(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing names the release of a cluster someone else runs: each node's kubelet says it, and
+    one outside SUPPORTED is refused in preflight, with every such node named."""
+    from clusters import existing, versions
+    from clusters.checks import PreflightError
+
+    def node(name: str, kubelet: str) -> SwapNode:
+        return SwapNode("LimitedSwap", "existing", "c", "kc", name, kubelet, "6.12", 1, 1, 1, True)
+
+    cluster = [node("a", "v1.37.2"), node("b", "v1.33.4"), node("c", "v1.38.0-alpha.1"), node("d", "")]
+    monkeypatch.setattr(existing, "discover", lambda *args, **kwargs: cluster)
+    with pytest.raises(PreflightError) as refused:
+        existing.ExistingProvider("kc").preflight(["LimitedSwap"])
+    (check,) = refused.value.checks
+    assert check.detail == "; ".join([
+        *(f"node {name}'s kubelet {kubelet} is Kubernetes {minor}: the suite supports Kubernetes"
+          f" {versions.SUPPORTED_RANGE} only (clusters/versions.py SUPPORTED)"
+          for name, kubelet, minor in (("b", "v1.33.4", "1.33"), ("c", "v1.38.0-alpha.1", "1.38"))),
+        "node d reports no kubelet version ('')"])
+    assert versions.SUPPORTED["1.37"] in check.remedy
+    monkeypatch.setattr(existing, "discover", lambda *args, **kwargs: cluster[:1])
+    existing.ExistingProvider("kc").preflight(["LimitedSwap"])  # every node supported: nothing to say
