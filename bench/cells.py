@@ -32,7 +32,7 @@ class Cell:
     gate: str = COULD_NOT_RUN  # passed / FAILED / could not run
     passed: int = 0
     failed: int = 0
-    skipped: int = 0  # skips the gate accepts (a node older than a test needs, checked)
+    skipped: int = 0  # skips the gate accepts (each with its reason in `skips`)
     could_not_test: int = 0  # skips it does not accept, and gate-mode "could not test" failures
     problems: list[str] = field(default_factory=list)  # the gate's, or why the cell could not run
     build: str = ""  # the kubelet version the node reported (a build id for a patched build)
@@ -45,6 +45,10 @@ class Cell:
     exit_code: int | None = None
     results_dir: str = ""
     pytest_args: list[str] = field(default_factory=list)  # given after --: a narrowed run is not the full suite
+    # each reason a skip the gate accepted gave, with the tests it skipped (their names in the
+    # module, parameters included): what
+    # the node did not offer, named per minor (a kubelet older than a test needs, no KEP-5359)
+    skips: dict[str, list[str]] = field(default_factory=dict)
 
     # read back with its types checked (clusters/inputs.py); fields a later version of the bench
     # keeps are let by

@@ -218,6 +218,7 @@ def judge(run: Run, results_dir: Path, exit_code: int | None, why_not: str = "")
                 cell.failed += 1
             else:
                 cell.skipped += 1
+                cell.skips.setdefault(result.reason, []).append(result.nodeid.split("::", 1)[-1])
         cell.problems = verdict.gate_problems([r for r, _ in mine], [cell.behavior])
         cell.gate = FAILED if cell.problems else PASSED
         cell.build = kubelets.get(cell.behavior, "")
@@ -375,7 +376,7 @@ def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
         f"The release gate (`--gate`) on each supported Kubernetes minor ({versions.SUPPORTED_RANGE},"
         " `SUPPORTED` in `clusters/versions.py`) × swap behavior × provider, as `python -m bench.matrix`"
         " last ran it. One run of the suite covers a minor × provider's behaviors together: its wall time"
-        " is theirs. *skipped*: skips the gate accepts (a node older than a test needs); *could not"
+        " is theirs. *skipped*: skips the gate accepts, each reason below the table; *could not"
         " test*: skips it does not accept, gate-mode \"could not test\" failures, and setup errors that lost"
         " the API server. *build*: the kubelet version the node reported." + (f" The cells: `{kept_in}`." if kept_in else ""),
         "",
@@ -396,7 +397,36 @@ def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
     if problems:
         lines += ["", "Why the gate failed:", ""]
         lines += [f"- {c.minor} {c.provider} {c.behavior}: {p}" for c, p in problems]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _skip_table(rows)) + "\n"
+
+
+def _short(reason: str) -> str:
+    """A skip reason up to the detail it quotes (an API server's whole reply, a node's pods):
+    the table names the reason, the run's log has the rest."""
+    head, sep, _ = reason.partition(": ")
+    return head + (": …" if sep else "")
+
+
+def _skip_table(rows: Sequence[Cell]) -> list[str]:
+    """Why each cell's skips were skipped, per minor: a test that cannot run on a release says so
+    here, with the release the node ran."""
+    skipped = [(cell, reason, tests) for cell in rows if cell.gate != COULD_NOT_RUN
+               for reason, tests in sorted(cell.skips.items())]
+    if not skipped:
+        return []
+    lines = ["", "## Why tests skipped", "",
+             "Each reason a skip the gate accepted gave, per cell, with the tests it skipped (the reason is cut at"
+             " the detail it quotes; the run's `pytest.log` has it whole).", "",
+             "| minor | provider | behavior | skipped | reason | tests |", "|---|---|---|---|---|---|"]
+    for cell, reason, tests in skipped:
+        names = ", ".join(f"`{t}`" for t in sorted({t.split("[", 1)[0] for t in tests}))
+        lines.append("| " + " | ".join([cell.minor, cell.provider, cell.behavior, str(len(tests)),
+                                         _short(reason).replace("|", "\\|"), names]) + " |")
+    missing = [cell for cell in rows if cell.gate != COULD_NOT_RUN and cell.skipped and not cell.skips]
+    if missing:  # kept by a bench.matrix that did not keep reasons yet
+        lines += ["", *(f"- {c.minor} {c.provider} {c.behavior}: {c.skipped} skipped, their reasons not kept"
+                        for c in missing)]
+    return lines
 
 
 # --- the command -------------------------------------------------------------------------------

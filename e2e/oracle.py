@@ -253,7 +253,9 @@ def _defaulted_pod_level(spec: Mapping[str, Any], legacy: bool) -> dict[str, Any
          limit, that *every* container (init containers included) limits, gets
          max(pod-level request, aggregated container limits).
     1.34-1.36 (`legacy`): pkg/apis/core/v1/defaults.go SetDefaults_Pod -> defaultPodRequests, only
-    when spec.resources has limits: step 1 alone.
+    when spec.resources has limits: step 1 alone. Not modelled there: defaultHugePagePodLimits runs
+    first and copies the containers' hugepage limits to pod-level limits, which can start step 1 on
+    a pod that set only pod-level requests; no shape of the suite limits hugepages.
     Container requests are defaulted from their limits first (SetDefaults_Pod), so they count.
     defaultHugePagePodLevelLimits is not modelled: hugepages play no part in QoS, swap or memory.max.
     """
@@ -1124,8 +1126,8 @@ def node_memory_available(capacity: int, working_set: int, hugepage_bytes: int =
 # ---------------------------------------------------------------------------------------------
 # The kubelet's start: the configurations it refuses on a node with swap
 # ---------------------------------------------------------------------------------------------
-# Read in v1.34.12, v1.37.1 and v1.37.2, identical there (1.35 and 1.36, between them, taken to be
-# the same). cmd/kubelet/app/server.go NewKubeletCommand's RunE, in this order:
+# Read in v1.34.12, v1.35.8, v1.36.5 and v1.37.2: the order and every message below are the same
+# in all four. cmd/kubelet/app/server.go NewKubeletCommand's RunE, in this order:
 # 1. once the config file is loaded, utilfeature.DefaultMutableFeatureGate.SetFromMap of its
 #    featureGates, an error wrapped "failed to set feature gates from initial flags-based config: %w";
 # 2. ValidateKubeletConfiguration (pkg/kubelet/apis/config/validation/validation.go), wrapped

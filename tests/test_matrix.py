@@ -4,6 +4,7 @@ runner that plays the suite's build commands, docker and pytest (no VM, no kind)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -332,6 +333,30 @@ def test_cells_are_judged_by_the_gate_s_rules(tmp_path: Path) -> None:
     assert no_swap.gate == "FAILED" and any("test_metrics" in p for p in no_swap.problems)
     assert (limited.passed, limited.failed, limited.could_not_test) == (0, 0, len(verdict.checks_for(LIMITED_SWAP)))
     assert limited.gate == "FAILED" and no_swap.build == limited.build == "v1.34.12"
+    # the accepted skip is kept with its reason, the ones it does not accept are not skips
+    assert no_swap.skips == {"needs kubelet >= 1.35; node n runs v1.34.12": ["test_new[NoSwap]"]}
+    assert limited.skips == {}
+
+
+def test_the_page_says_why_each_cell_skipped_per_minor(tmp_path: Path) -> None:
+    def cell(minor: str, skips: dict[str, list[str]]) -> Cell:
+        return Cell(minor, "vm", NO_SWAP, versions.SUPPORTED[minor], gate="passed", passed=3,
+                    skipped=sum(map(len, skips.values())), skips=skips, suite="s")
+
+    quoted = 'no KEP-5359: HTTP 422 Invalid: Pod "p" is invalid: [a | b]'
+    page = matrix.table([cell("1.34", {"needs kubelet >= 1.36; node n runs v1.34.12": ["test_new[NoSwap]"],
+                                       quoted: ["test_swap[a]", "test_swap[b]"]}),
+                         cell("1.37", {quoted: ["test_swap[a]", "test_swap[b]"]}),
+                         dataclasses.replace(cell("1.36", {}), skipped=2)], "s")
+    section = page[page.index("## Why tests skipped"):]
+    rows = [line for line in section.splitlines() if line.startswith("| 1.")]
+    assert rows == [
+        "| 1.34 | vm | NoSwap | 1 | needs kubelet >= 1.36; node n runs v1.34.12 | `test_new` |",
+        "| 1.34 | vm | NoSwap | 2 | no KEP-5359: … | `test_swap` |",
+        "| 1.37 | vm | NoSwap | 2 | no KEP-5359: … | `test_swap` |",
+    ]
+    assert "- 1.36 vm NoSwap: 2 skipped, their reasons not kept" in section
+    assert "## Why tests skipped" not in matrix.table([cell("1.37", {})], "s"), "no skips, no section"
 
 
 def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> None:

@@ -69,3 +69,22 @@ def test_the_versions_doc_names_every_rule() -> None:
     text = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
     missing = [name.split(" ")[0] for name in RULES if name.split(" ")[0] not in text]
     assert not missing, f"docs/versions.md's 'What differs by version' does not name {missing}"
+
+
+def test_the_versions_doc_table_says_what_each_rule_answers_at_each_pin() -> None:
+    """docs/versions.md's per-minor columns are EXPECTED's answers, read back from the table."""
+    from clusters.versions import minor_of
+
+    text = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
+    table = text[text.index("## What differs by version"):]
+    header = next(line for line in table.splitlines() if line.startswith("| rule"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    said = {"yes": True, "no": False, "0": False, "figures": True}
+    for index, name in enumerate(RULES):
+        key = name.split(" ")[0]
+        row = next(line for line in table.splitlines() if line.startswith("| ") and key in line.split("|")[1])
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        for pin, answers in EXPECTED.items():
+            major, minor = minor_of(pin)  # type: ignore[misc]
+            shown = cells[columns.index(f"{major}.{minor}")]
+            assert said.get(shown) == answers[index], f"docs/versions.md: {key} at {major}.{minor} says {shown!r}"
