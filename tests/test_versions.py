@@ -312,3 +312,19 @@ def test_a_goproxy_credential_is_sent_as_basic_auth_not_taken_for_the_host(monke
         monkeypatch.setenv("GOPROXY", url.replace("http://", "http://me:p%40ss@"))
         assert versions.proxy_get("k8s.io/kubernetes/@v/v1.37.1.info")[0] == 404
     assert seen == ["Basic " + base64.b64encode(b"me:p@ss").decode()]
+
+
+# Prose that lists the pins, or names the default build, outside the records of what ran then
+# (docs/measurements, docs/design): each copy is the table's.
+PROSE = [p for p in [REPO / "README.md", *REPO.glob("*/README.md"), *(REPO / "docs").glob("*.md")] if p.is_file()]
+
+
+@pytest.mark.parametrize("doc", PROSE, ids=lambda p: str(p.relative_to(REPO)))
+def test_prose_that_lists_the_pins_or_the_default_build_says_the_table_s(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    minors = [versions.minor_of(m) for m in versions.SUPPORTED]
+    listing = re.compile(", ".join(rf"v{a}\.{b}\.\d+" for a, b in minors))  # type: ignore[misc]
+    for found in listing.findall(text):
+        assert found == ", ".join(versions.SUPPORTED.values()), f"{doc.name} lists the pins as {found}"
+    for found in re.findall(r"\bdefault:? (v1\.\d+\.\d+)\b", text):
+        assert found == versions.KUBERNETES, f"{doc.name} names the default build {found}, not {versions.KUBERNETES}"
