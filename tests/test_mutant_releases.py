@@ -318,20 +318,26 @@ def test_the_docs_keep_every_releases_section(tmp_path: Path) -> None:
     assert text.startswith("intro\n") and text.endswith(f"{docs.END}\nafter\n") and old in text
     rows = [line for line in text.splitlines() if line.startswith("| v1.")]
     assert rows == ["| v1.34.12 | 1/1 | 1 | 1 | 2026-12-01; partial: 2 of 41 mutants | `bbb` |",
-                    "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` |"]
+                    "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` (changed since) |"]
     docs.write(page, "v1.34.12", model.table([caught], None, "2026-12-02", "v1.34.12"), "ccc", 41, 41)
     rows = [line for line in page.read_text().splitlines() if line.startswith("| v1.")]
     assert rows == ["| v1.34.12 | 1/1 | 0 | no baseline run | 2026-12-02 | `ccc` |",
-                    "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` |"]
+                    "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` (changed since) |"]
     assert list(docs.sections(page)) == ["v1.34.12", "v1.37.1"] and "bbb" not in page.read_text()
     # a run on kind is a section of its own beside the release's, which stays
     docs.write(page, "v1.34.12", model.table([caught], None, "2026-12-03", "v1.34.12"), "ddd", 1, 41, "kind")
     rows = [line for line in page.read_text().splitlines() if line.startswith("| v1.")]
-    assert rows == ["| v1.34.12 | 1/1 | 0 | no baseline run | 2026-12-02 | `ccc` |",
+    assert rows == ["| v1.34.12 | 1/1 | 0 | no baseline run | 2026-12-02 | `ccc` (changed since) |",
                     "| v1.34.12 on kind | 1/1 | 0 | no baseline run | 2026-12-03; partial: 1 of 41 mutants | `ddd` |",
-                    "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` |"]
+                    "| v1.37.1 | 4/4 | 0 | 0 | 2026-11-27; partial: 4 of 41 mutants | `aaa` (changed since) |"]
     assert list(docs.sections(page)) == ["v1.34.12", "v1.34.12-kind", "v1.37.1"]
     assert "### v1.34.12 on kind\n" in page.read_text()
+    # a run on another patch of a minor replaces that minor's section on its provider only: the
+    # page never shows two tables of one minor that disagree
+    docs.write(page, "v1.37.2", model.table([caught], None, "2026-12-07", "v1.37.2"), "eee", 41, 41)
+    assert list(docs.sections(page)) == ["v1.34.12", "v1.34.12-kind", "v1.37.2"]
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| v1.")]
+    assert rows[-1] == "| v1.37.2 | 1/1 | 0 | no baseline run | 2026-12-07 | `eee` |" and "`aaa`" not in page.read_text()
 
 
 def _cell(cells: Path, behavior: str, **fields) -> None:

@@ -1,8 +1,8 @@
 """The generated block of docs/mutants.md: per release (and provider), the newest run of the
 bench on it.
 
-``python -m bench.mutants --docs FILE`` replaces its release's section of the block and leaves
-the other releases' sections as they are, then writes the block's summary again from every
+``python -m bench.mutants --docs FILE`` replaces its minor's section of the block (on the same
+provider: a run on v1.37.2 replaces v1.37.1's) and leaves the other minors' sections as they are, then writes the block's summary again from every
 section: one row per release (caught/ran, not applicable, false alarms, the run's date and suite
 version). The vm provider's section is the release's own (``v1.37.1``); another provider's is
 beside it (``v1.37.1-kind``): a mutant not applicable to vm runs there. A section is the bench's
@@ -82,8 +82,14 @@ def _version(section_key: str) -> tuple[tuple[int, ...], str]:
     return tuple(int(n) for n in release[1:].split(".")), provider
 
 
-def summary_row(release: str, body: str) -> str:
-    """A release's row of the summary, read from its section."""
+def _minor(section_key: str) -> tuple[tuple[int, ...], str]:
+    (major, minor, _), provider = _version(section_key)
+    return (major, minor), provider
+
+
+def summary_row(release: str, body: str, current: str | None = None) -> str:
+    """A release's row of the summary, read from its section; one of a suite other than
+    ``current`` (the run writing the page) says the suite changed since."""
     caught, date, partial, suite = _CAUGHT.search(body), _DATE.search(body), _PARTIAL.search(body), _SUITE.search(body)
     if caught:
         score, na = f"{caught.group(1)}/{caught.group(2)}", caught.group(3) or "0"
@@ -92,16 +98,18 @@ def summary_row(release: str, body: str) -> str:
         score = na = alarms = "?"
     run = (date.group(1) if date else "?") + (f"; partial: {partial.group(1)} of {partial.group(2)} mutants"
                                               if partial else "")
-    return f"| {title(release)} | {score} | {na} | {alarms} | {run} | `{suite.group(1) if suite else '?'}` |"
+    ran_on = suite.group(1) if suite else "?"
+    since = " (changed since)" if current is not None and ran_on != current else ""
+    return f"| {title(release)} | {score} | {na} | {alarms} | {run} | `{ran_on}`{since} |"
 
 
-def render(by_release: dict[str, str]) -> str:
+def render(by_release: dict[str, str], current: str | None = None) -> str:
     """The whole block but its end marker: the summary, then every release's section, oldest first."""
     releases = sorted(by_release, key=_version)
-    rows = [summary_row(r, by_release[r]) for r in releases]
+    rows = [summary_row(r, by_release[r], current) for r in releases]
     parts = [f"{BEGIN}\n",
-             "Per release, its newest run (`--docs` replaces that release's row and section and keeps the"
-             " others). Caught counts the mutants that ran there; not applicable ones are in their own"
+             "Per minor and provider, its newest run (`--docs` replaces that minor's row and section and keeps"
+             " the others). Caught counts the mutants that ran there; not applicable ones are in their own"
              " column.\n\n",
              "| release | caught | not applicable | false alarms | run | suite version |\n",
              "|---|---|---|---|---|---|\n",
@@ -121,7 +129,9 @@ def _replace_section(path: Path, name: str, section_key: str, text: str,
     the block again as ``rendered`` makes it from them (all but its end marker)."""
     start, end = block(path, name)
     page = path.read_text(encoding="utf-8")
-    by_release = sections(path, name)
+    # One section per minor and provider: this run replaces an earlier patch's (a pin moved on, or
+    # a run on another patch of the minor), whose table would contradict the current one's.
+    by_release = {r: body for r, body in sections(path, name).items() if _minor(r) != _minor(section_key)}
     by_release[section_key] = text
     path.write_text(page[:start] + rendered(by_release) + page[end:], encoding="utf-8")
 
@@ -131,7 +141,8 @@ def write(path: Path, release: str, table_text: str, suite: str, ran: int | None
     """Replace the section of ``release`` on ``provider`` in the page's block with this run's, keep
     the others, and write the summary again."""
     _replace_section(path, "mutants", key(release, provider),
-                     section(key(release, provider), table_text, suite, ran, total), render)
+                     section(key(release, provider), table_text, suite, ran, total),
+                     lambda by_release: render(by_release, suite))
 
 
 def write_blind(path: Path, release: str, table_text: str, suite: str, provider: str = "vm") -> None:
