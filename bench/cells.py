@@ -46,8 +46,7 @@ class Cell:
     results_dir: str = ""
     pytest_args: list[str] = field(default_factory=list)  # given after --: a narrowed run is not the full suite
     # each reason a skip the gate accepted gave, with the tests it skipped (their names in the
-    # module, parameters included): what
-    # the node did not offer, named per minor (a kubelet older than a test needs, no KEP-5359)
+    # module, parameters included): what the node did not offer, named per minor
     skips: dict[str, list[str]] = field(default_factory=dict)
 
     # read back with its types checked (clusters/inputs.py); fields a later version of the bench

@@ -403,7 +403,7 @@ def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
 def _short(reason: str) -> str:
     """A skip reason up to the detail it quotes (an API server's whole reply, a node's pods):
     the table names the reason, the run's log has the rest."""
-    head, sep, _ = reason.partition(": ")
+    head, sep, _ = " ".join(reason.split()).partition(": ")
     return head + (": …" if sep else "")
 
 

@@ -145,7 +145,10 @@ class KindProvider(Provider):
         if WORKLOAD_CONTROLLED_SWAP in self._image_labels().get(FEATURE_GATES_LABEL, "").split(","):
             return None  # a build that implements it before 1.38 (the KEP-5359 prototype, a branch)
         version = kind_config.image_version(self.node_image)
-        if version is not None and version[:2] < WORKLOAD_CONTROLLED_SWAP_SINCE:
+        if version is None:  # nothing says it implements KEP-5359: offering it would fail the cluster
+            return (f"node image {self.node_image} names no release in its tag and has no {FEATURE_GATES_LABEL}"
+                    f" label naming {WORKLOAD_CONTROLLED_SWAP}: nothing says it implements KEP-5359")
+        if version[:2] < WORKLOAD_CONTROLLED_SWAP_SINCE:
             return f"node image {self.node_image} is Kubernetes {version[0]}.{version[1]}, before KEP-5359 (1.38)"
         return None
 

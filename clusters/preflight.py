@@ -311,15 +311,19 @@ def docker_host(run: Runner = commands.run) -> DockerHost | None:
     return DockerHost(info.Name, info.KernelVersion, info.CgroupVersion, info.MemTotal, os.environ.get("DOCKER_HOST", ""))
 
 
+def cat_in_image(image: str, paths: Sequence[str], run: Runner = commands.run) -> subprocess.CompletedProcess:
+    """``cat`` of ``paths`` in a throwaway container of ``image``: no network, removed at once."""
+    # unconfined, as kind runs its nodes: a host with AppArmor on but no parser refuses the default
+    return run(["docker", "run", "--rm", "--network", "none", "--security-opt", "apparmor=unconfined",
+                "--entrypoint", "cat", image, *paths], capture_output=True, text=True, timeout=300)
+
+
 def read_docker_host_files(image: str, run: Runner = commands.run) -> tuple[str, str] | None:
     """(/proc/swaps, /proc/meminfo) of the Docker host, read in a throwaway container of
     ``image`` (neither file is namespaced); None when the image is not on the Docker host."""
     if run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60).returncode != 0:
         return None
-    # unconfined, as kind runs its nodes: a host with AppArmor on but no parser refuses the default
-    result = run(["docker", "run", "--rm", "--network", "none", "--security-opt", "apparmor=unconfined",
-                  "--entrypoint", "cat", image, "/proc/swaps",
-                  "/proc/meminfo"], capture_output=True, text=True, timeout=300)
+    result = cat_in_image(image, ["/proc/swaps", "/proc/meminfo"], run)
     if result.returncode != 0 or "MemTotal:" not in result.stdout:
         return None
     swaps, _, rest = result.stdout.partition("MemTotal:")
@@ -430,22 +434,28 @@ def _carried_release(image: str, found: str, run: Runner) -> Check:
     """The release a kind node image carries (kind writes it to /kind/version when it builds one),
     read in a container removed at once, for an image whose tag does not say it."""
     try:
-        read = run(["docker", "run", "--rm", "--entrypoint", "cat", image, "/kind/version"], capture_output=True,
-                   text=True, timeout=300)
+        read = cat_in_image(image, ["/kind/version"], run)
     except subprocess.TimeoutExpired:
         read = subprocess.CompletedProcess([], 1, "", "reading /kind/version did not finish in 5 min")
     carried = read.stdout.strip() if read.returncode == 0 else ""
     if versions.minor_of(carried) is None:
-        said = (read.stderr or read.stdout).strip().splitlines()[-1:] or [""]
+        said = _first_error(read.stderr or read.stdout)
         return Check("node image", False,
                      f"{image}'s tag names no Kubernetes version, and its /kind/version cannot be read"
-                     + (f" ({said[0]})" if said[0] else "") + ": it is not a kind node image the suite can place",
+                     + (f" ({said})" if said else "") + ": it is not a kind node image the suite can place",
                      "pass a kind node image tagged with its release, e.g. kindest/node:v1.37.2, or build one: python"
                      f" -m clusters.vm node-image --k8s-version {versions.KUBERNETES}")
     refused = versions.out_of_range(f"{image} (its /kind/version: {carried})", carried)
     if refused:
         return Check("node image", False, refused, _OUT_OF_RANGE_FIX)
     return Check("node image", True, f"{found}, Kubernetes {carried} (its /kind/version)")
+
+
+def _first_error(output: str) -> str:
+    """The line that says what went wrong: docker's own ("docker: Error response ..."), not the
+    "Run 'docker run --help'" that follows it; else the first line."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    return next((line for line in lines if line.startswith("docker:")), lines[0] if lines else "")
 
 
 # --- putting it together -----------------------------------------------------------------------

@@ -345,12 +345,14 @@ def test_the_page_says_why_each_cell_skipped_per_minor(tmp_path: Path) -> None:
 
     quoted = 'no KEP-5359: HTTP 422 Invalid: Pod "p" is invalid: [a | b]'
     page = matrix.table([cell("1.34", {"needs kubelet >= 1.36; node n runs v1.34.12": ["test_new[NoSwap]"],
-                                       quoted: ["test_swap[a]", "test_swap[b]"]}),
+                                       quoted: ["test_swap[a]", "test_swap[b]"],
+                                       "a | b\nacross lines": ["test_odd"]}),
                          cell("1.37", {quoted: ["test_swap[a]", "test_swap[b]"]}),
                          dataclasses.replace(cell("1.36", {}), skipped=2)], "s")
     section = page[page.index("## Why tests skipped"):]
     rows = [line for line in section.splitlines() if line.startswith("| 1.")]
     assert rows == [
+        "| 1.34 | vm | NoSwap | 1 | a \\| b across lines | `test_odd` |",
         "| 1.34 | vm | NoSwap | 1 | needs kubelet >= 1.36; node n runs v1.34.12 | `test_new` |",
         "| 1.34 | vm | NoSwap | 2 | no KEP-5359: … | `test_swap` |",
         "| 1.37 | vm | NoSwap | 2 | no KEP-5359: … | `test_swap` |",

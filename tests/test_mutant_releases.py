@@ -338,6 +338,9 @@ def test_the_docs_keep_every_releases_section(tmp_path: Path) -> None:
     assert list(docs.sections(page)) == ["v1.34.12", "v1.34.12-kind", "v1.37.2"]
     rows = [line for line in page.read_text().splitlines() if line.startswith("| v1.")]
     assert rows[-1] == "| v1.37.2 | 1/1 | 0 | no baseline run | 2026-12-07 | `eee` |" and "`aaa`" not in page.read_text()
+    # ...but a run on an older patch leaves a newer patch's section beside its own
+    docs.write(page, "v1.37.1", model.table([caught], None, "2026-12-08", "v1.37.1"), "fff", 1, 41)
+    assert list(docs.sections(page)) == ["v1.34.12", "v1.34.12-kind", "v1.37.1", "v1.37.2"]
 
 
 def _cell(cells: Path, behavior: str, **fields) -> None:

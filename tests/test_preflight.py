@@ -247,7 +247,9 @@ def docker_says(inspect: int, pull: int = 0, pull_error: str = "", kind_version:
         if argv[:2] == ["docker", "pull"]:
             return subprocess.CompletedProcess(argv, pull, "", pull_error)
         if argv[:2] == ["docker", "run"]:
-            assert argv[2:5] == ["--rm", "--entrypoint", "cat"] and argv[6:] == ["/kind/version"], argv
+            # a throwaway container, as kind runs its nodes (unconfined), without a network
+            assert argv[2:9] == ["--rm", "--network", "none", "--security-opt", "apparmor=unconfined", "--entrypoint",
+                                 "cat"] and argv[10:] == ["/kind/version"], argv
             if kind_version is None:
                 return subprocess.CompletedProcess(argv, 1, "", read_error)
             return subprocess.CompletedProcess(argv, 0, kind_version + "\n", "")
@@ -303,6 +305,14 @@ def test_a_node_image_whose_tag_names_no_release_is_judged_by_its_kind_version(i
     check = preflight.check_node_image(image, None, supported)
     assert check.ok and check.detail == f"{image} pulled, Kubernetes v1.36.5 (its /kind/version)"
     assert supported.calls == [["docker", "image"], ["docker", "pull"], ["docker", "run"]]
+
+
+def test_docker_s_own_error_is_said_not_its_help_hint() -> None:
+    said = ("docker: Error response from daemon: failed to create task: exec: \"cat\": executable file not found"
+            " in $PATH\nRun 'docker run --help' for more information")
+    check = preflight.check_node_image("ksc/scratch", None, docker_says(inspect=0, read_error=said))
+    assert not check.ok and "(docker: Error response from daemon: failed to create task" in check.detail
+    assert "--help" not in check.detail
 
 
 def test_an_image_without_a_release_in_its_tag_or_a_kind_version_is_refused() -> None:

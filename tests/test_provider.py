@@ -134,3 +134,21 @@ def test_an_existing_cluster_whose_nodes_run_an_unsupported_release_is_refused_b
     assert versions.SUPPORTED["1.37"] in check.remedy
     monkeypatch.setattr(existing, "discover", lambda *args, **kwargs: cluster[:1])
     existing.ExistingProvider("kc").preflight(["LimitedSwap"])  # every node supported: nothing to say
+
+
+@pytest.mark.parametrize(("image", "labels", "why"), [
+    ("kindest/node:v1.37.2", {}, "is Kubernetes 1.37, before KEP-5359 (1.38)"),
+    ("kindest/node:latest", {}, "names no release in its tag and has no io.kube-swap-conformance.feature-gates label"),
+    ("kind-node:v1.37.2-k", {"io.kube-swap-conformance.feature-gates": "NodeSwap,WorkloadControlledSwap"}, None),
+    ("kindest/node:latest", {"io.kube-swap-conformance.feature-gates": "WorkloadControlledSwap"}, None),
+])
+def test_kind_offers_workload_controlled_swap_only_where_the_image_says_it_implements_it(
+        tmp_path: Path, image: str, labels: dict, why: str | None) -> None:
+    from clusters.behaviors import LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP
+    from clusters.kind_provider import KindProvider
+
+    kind = KindProvider("kind", image, tmp_path, reuse=False)
+    kind._labels = labels  # what `docker image inspect` read of the image's labels
+    said = kind.coverage([LIMITED_SWAP, WORKLOAD_CONTROLLED_SWAP])
+    assert said[LIMITED_SWAP] is None
+    assert (said[WORKLOAD_CONTROLLED_SWAP] is None) if why is None else why in said[WORKLOAD_CONTROLLED_SWAP]

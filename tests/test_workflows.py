@@ -9,6 +9,7 @@ rest: expression syntax, action inputs, the shell in every `run:`.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,39 +143,98 @@ def test_nightly_kind_lane_runs_the_suite_exports_logs_and_always_deletes() -> N
     assert any("GITHUB_STEP_SUMMARY" in s.get("run", "") and "junit.xml" in s.get("run", "") for s in steps(kind))
 
 
-def test_nightly_vm_lane_runs_every_minor_s_matrix_cells_with_kvm_and_the_newest_on_kernel_6_1() -> None:
+def expand(grid: dict, outputs: dict[str, str]) -> list[dict[str, str]]:
+    """A job's matrix as GitHub Actions expands it, with the plan job's outputs put in: every
+    combination of the lists, then each `include` entry added to the combinations none of whose
+    original values it would overwrite, or as a combination of its own."""
+    import itertools
+    import json
+
+    def value(v):
+        for name, out in outputs.items():
+            v = v.replace(f"${{{{ fromJSON(needs.plan.outputs.{name}) }}}}", out) if isinstance(v, str) else v
+            v = v.replace(f"${{{{ needs.plan.outputs.{name} }}}}", out) if isinstance(v, str) else v
+        return json.loads(v) if isinstance(v, str) and v.startswith("[") else v
+
+    axes = {k: value(v) for k, v in grid.items() if k not in ("include", "exclude")}
+    jobs = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    originals = [dict(j) for j in jobs]
+    for entry in grid.get("include", []):
+        entry = {k: value(v) for k, v in entry.items()}
+        fits = [j for j, o in zip(jobs, originals) if all(o.get(k, v) == v for k, v in entry.items() if k in axes)]
+        if fits:
+            for j in fits:
+                j.update(entry)
+        else:
+            jobs.append(entry)
+    return jobs
+
+
+def run_vm_step(tmp_path: Path, minor: str, kernel: str) -> list[str]:
+    """The vm lane's suite step, run by bash as the runner would, `sudo` standing in for the
+    command it is given: the command line it would run."""
+    import os
+    import shlex
+    import subprocess
+
+    vm = load(NIGHTLY)["jobs"]["vm-kvm"]
+    step = next(s for s in steps(vm) if s.get("name", "").startswith("Conformance suite"))
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    said = tmp_path / "sudo-argv"
+    (fake / "sudo").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {shlex.quote(str(said))}\n')
+    (fake / "sudo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT), "MINOR": minor,
+           "KERNEL": kernel, "KSC_CACHE_DIR": str(tmp_path / "cache")}
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    script = step["run"].replace("python -c", f"{shlex.quote(sys.executable)} -c")
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return said.read_text().splitlines()
+
+
+def test_nightly_vm_lane_runs_every_minor_s_matrix_cells_with_kvm_and_the_newest_on_kernel_6_1(
+        tmp_path: Path) -> None:
     """What the vm lane runs is what `python -m bench.matrix` runs here: every supported minor at
     its pin, in gate mode, through the same command; kernel 6.1 once more, on the newest minor."""
-    import shlex
+    import json
 
     from bench import matrix
 
     jobs = load(NIGHTLY)["jobs"]
     vm = jobs["vm-kvm"]
     assert vm["needs"] == "plan" and vm["strategy"]["fail-fast"] is False
-    grid = vm["strategy"]["matrix"]
-    assert grid["minor"] == "${{ fromJSON(needs.plan.outputs.minors) }}" and grid["kernel"] == ["6.12"]
-    assert grid["include"] == [{"minor": "${{ needs.plan.outputs.newest }}", "kernel": "6.1"}]
     assert jobs["plan"]["outputs"]["newest"] == "${{ steps.plan.outputs.newest }}"
-    assert vm["env"]["MINOR"] == "${{ matrix.minor }}" and vm["env"]["KSC_VM_ACCEL"] == "kvm"
+    newest = max(versions.SUPPORTED, key=versions.minor_of)
+    expanded = expand(vm["strategy"]["matrix"], {"minors": json.dumps(list(versions.SUPPORTED)), "newest": newest})
+    assert sorted((j["minor"], j["kernel"]) for j in expanded) == sorted(
+        [(minor, "6.12") for minor in versions.SUPPORTED] + [(newest, "6.1")])
+    assert vm["env"]["MINOR"] == "${{ matrix.minor }}" and vm["env"]["KERNEL"] == "${{ matrix.kernel }}"
+    assert vm["env"]["KSC_VM_ACCEL"] == "kvm"
     run = scripts(vm)
     assert "/dev/kvm" in run
     for package in ("qemu-system-x86", "qemu-utils", "debootstrap", "libseccomp-dev", "e2fsprogs"):
         assert package in run
     cache = next(s for s in steps(vm) if s.get("uses", "").startswith("actions/cache@"))
     assert "${{ matrix.minor }}" in cache["with"]["key"]  # one minor's build does not evict another's
-    suite = " ".join(next(s["run"] for s in steps(vm) if "bench.matrix" in s.get("run", "")).replace("\\\n", " ").split())
-    command = suite[suite.index("python -m bench.matrix"):].split(" else ")[0]
-    assert suite[:suite.index("python -m bench.matrix")].endswith('sudo -E env PATH="$PATH" ')
-    argv = shlex.split(command.replace('"$MINOR"', "1.35"))[3:]
-    args = matrix.parser().parse_args(argv)
-    assert (args.minors, args.providers, args.behaviors) == (["1.35"], ["vm"], list(matrix.BEHAVIORS))
-    (run_,), _ = matrix.plan(args.minors, args.providers, args.behaviors, ROOT / "results", "", True, args.kind_images)
-    assert run_.version == versions.SUPPORTED["1.35"]
-    pytest_argv = run_.pytest_argv(ROOT / "results", run_.image, args.pytest_args)
-    assert "--gate" in pytest_argv and pytest_argv[pytest_argv.index("--k8s-version") + 1] == versions.SUPPORTED["1.35"]
-    # Kernel 6.1: the suite at the minor's pin on that kernel.
-    assert '--k8s-version "$version" --behaviors NoSwap,LimitedSwap --vm-kernel "$KERNEL"' in suite
+
+    for minor in versions.SUPPORTED:  # kernel 6.12: bench.matrix's cells of the minor, in gate mode
+        argv = run_vm_step(tmp_path, minor, "6.12")
+        assert argv[:2] == ["-E", "env"] and argv[2].startswith("PATH=") and argv[3:6] == ["python", "-m", "bench.matrix"]
+        args = matrix.parser().parse_args(argv[6:])
+        assert (args.minors, args.providers, args.behaviors) == ([minor], ["vm"], list(matrix.BEHAVIORS))
+        (cells,), _ = matrix.plan(args.minors, args.providers, args.behaviors, ROOT / "results", "", True,
+                                  args.kind_images)
+        pytest_argv = cells.pytest_argv(ROOT / "results", cells.image, args.pytest_args)
+        assert "--gate" in pytest_argv and pytest_argv[pytest_argv.index("--k8s-version") + 1] == versions.SUPPORTED[minor]
+        assert pytest_argv[pytest_argv.index("--vm-kernel") + 1] == "6.12"
+    # kernel 6.1: the suite at the newest minor's pin on that kernel, outside the gate
+    argv = run_vm_step(tmp_path, newest, "6.1")
+    assert argv[3:6] == ["python", "-m", "pytest"] and "--gate" not in argv
+    assert argv[argv.index("--k8s-version") + 1] == versions.SUPPORTED[newest]
+    assert argv[argv.index("--vm-kernel") + 1] == "6.1"
 
 
 # --- the release gate --------------------------------------------------------------------------

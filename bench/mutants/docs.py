@@ -1,8 +1,9 @@
 """The generated block of docs/mutants.md: per release (and provider), the newest run of the
 bench on it.
 
-``python -m bench.mutants --docs FILE`` replaces its minor's section of the block (on the same
-provider: a run on v1.37.2 replaces v1.37.1's) and leaves the other minors' sections as they are, then writes the block's summary again from every
+``python -m bench.mutants --docs FILE`` replaces its release's section of the block and those of
+older patches of its minor on the same provider (a run on v1.37.2 replaces v1.37.1's) and leaves the
+others as they are, then writes the block's summary again from every
 section: one row per release (caught/ran, not applicable, false alarms, the run's date and suite
 version). The vm provider's section is the release's own (``v1.37.1``); another provider's is
 beside it (``v1.37.1-kind``): a mutant not applicable to vm runs there. A section is the bench's
@@ -108,8 +109,8 @@ def render(by_release: dict[str, str], current: str | None = None) -> str:
     releases = sorted(by_release, key=_version)
     rows = [summary_row(r, by_release[r], current) for r in releases]
     parts = [f"{BEGIN}\n",
-             "Per minor and provider, its newest run (`--docs` replaces that minor's row and section and keeps"
-             " the others). Caught counts the mutants that ran there; not applicable ones are in their own"
+             "Per release, its newest run (`--docs` replaces that release's row and section, and those of"
+             " older patches of its minor, and keeps the others). Caught counts the mutants that ran there; not applicable ones are in their own"
              " column.\n\n",
              "| release | caught | not applicable | false alarms | run | suite version |\n",
              "|---|---|---|---|---|---|\n",
@@ -129,9 +130,10 @@ def _replace_section(path: Path, name: str, section_key: str, text: str,
     the block again as ``rendered`` makes it from them (all but its end marker)."""
     start, end = block(path, name)
     page = path.read_text(encoding="utf-8")
-    # One section per minor and provider: this run replaces an earlier patch's (a pin moved on, or
-    # a run on another patch of the minor), whose table would contradict the current one's.
-    by_release = {r: body for r, body in sections(path, name).items() if _minor(r) != _minor(section_key)}
+    # A run replaces the sections of older patches of its minor on its provider (the pin moved on):
+    # their tables would contradict this one's. A newer patch's section stays beside it.
+    by_release = {r: body for r, body in sections(path, name).items()
+                  if _minor(r) != _minor(section_key) or _version(r) > _version(section_key)}
     by_release[section_key] = text
     path.write_text(page[:start] + rendered(by_release) + page[end:], encoding="utf-8")
 
