@@ -88,3 +88,29 @@ def test_the_versions_doc_table_says_what_each_rule_answers_at_each_pin() -> Non
             major, minor = minor_of(pin)  # type: ignore[misc]
             shown = cells[columns.index(f"{major}.{minor}")]
             assert said.get(shown) == answers[index], f"docs/versions.md: {key} at {major}.{minor} says {shown!r}"
+
+
+def test_every_min_kubernetes_marker_above_the_oldest_pin_is_a_row_saying_where_it_skips() -> None:
+    """A test that skips on some supported minors is named in docs/versions.md's row of its
+    marker, whose columns say "skipped" below the marker's minor and "yes" from it."""
+    import re
+
+    from clusters.versions import MIN_KUBERNETES, minor_of
+
+    text = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
+    table = text[text.index("## What differs by version"):]
+    columns = [c.strip() for c in next(line for line in table.splitlines() if line.startswith("| rule")).strip("|")
+               .split("|")]
+    marked = [(since, test) for path in sorted((ROOT / "e2e").glob("test_*.py"))
+              for since, test in re.findall(r'@pytest\.mark\.min_kubernetes\("(\d+\.\d+)"\).*\n(?:@.*\n)*def (\w+)',
+                                            path.read_text(encoding="utf-8"))]
+    above = [(since, test) for since, test in marked if minor_of(since) > MIN_KUBERNETES]
+    assert above, "no marker above the oldest pin: nothing skips by version, this check has nothing to read"
+    for since, test in above:
+        row = next((line for line in table.splitlines() if line.startswith(f'| `min_kubernetes("{since}")`')), None)
+        assert row is not None, f"docs/versions.md has no row for min_kubernetes(\"{since}\") ({test})"
+        assert f"`{test}`" in row, f"docs/versions.md's min_kubernetes(\"{since}\") row does not name {test}"
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for minor in SUPPORTED:
+            shown = cells[columns.index(minor)]
+            assert shown == ("yes" if minor_of(minor) >= minor_of(since) else "skipped"), (since, minor, shown)
