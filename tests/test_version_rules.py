@@ -104,6 +104,9 @@ def test_every_min_kubernetes_marker_above_the_oldest_pin_is_a_row_saying_where_
     marked = [(since, test) for path in sorted((ROOT / "e2e").glob("test_*.py"))
               for since, test in re.findall(r'@pytest\.mark\.min_kubernetes\("(\d+\.\d+)"\).*\n(?:@.*\n)*def (\w+)',
                                             path.read_text(encoding="utf-8"))]
+    written = sum(path.read_text(encoding="utf-8").count("@pytest.mark.min_kubernetes(\"")
+                  for path in (ROOT / "e2e").glob("test_*.py"))
+    assert len(marked) == written, "a min_kubernetes marker whose test this check cannot find"
     above = [(since, test) for since, test in marked if minor_of(since) > MIN_KUBERNETES]
     assert above, "no marker above the oldest pin: nothing skips by version, this check has nothing to read"
     for since, test in above:
