@@ -71,22 +71,31 @@ def test_the_versions_doc_names_every_rule() -> None:
     assert not missing, f"docs/versions.md's 'What differs by version' does not name {missing}"
 
 
+def doc_rows() -> list[dict[str, str]]:
+    """docs/versions.md's "What differs by version" table, a row per rule, by column name."""
+    text = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
+    lines = [line for line in text[text.index("## What differs by version"):].splitlines() if line.startswith("| ")]
+    columns = [cell.strip() for cell in lines[0].strip("|").split("|")]  # the |---| line does not start "| "
+    assert columns[0].startswith("rule"), lines[0]
+    return [dict(zip(columns, (cell.strip() for cell in line.strip("|").split("|")))) for line in lines[1:]]
+
+
+def _rule(row: dict[str, str]) -> str:
+    return next(iter(row.values()))
+
+
 def test_the_versions_doc_table_says_what_each_rule_answers_at_each_pin() -> None:
     """docs/versions.md's per-minor columns are EXPECTED's answers, read back from the table."""
     from clusters.versions import minor_of
 
-    text = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
-    table = text[text.index("## What differs by version"):]
-    header = next(line for line in table.splitlines() if line.startswith("| rule"))
-    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    rows = doc_rows()
     said = {"yes": True, "no": False, "0": False, "figures": True}
     for index, name in enumerate(RULES):
         key = name.split(" ")[0]
-        row = next(line for line in table.splitlines() if line.startswith("| ") and key in line.split("|")[1])
-        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        row = next(row for row in rows if key in _rule(row))
         for pin, answers in EXPECTED.items():
             major, minor = minor_of(pin)  # type: ignore[misc]
-            shown = cells[columns.index(f"{major}.{minor}")]
+            shown = row[f"{major}.{minor}"]
             assert said.get(shown) == answers[index], f"docs/versions.md: {key} at {major}.{minor} says {shown!r}"
 
 
@@ -97,23 +106,19 @@ def test_every_min_kubernetes_marker_above_the_oldest_pin_is_a_row_saying_where_
 
     from clusters.versions import MIN_KUBERNETES, minor_of
 
-    text = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
-    table = text[text.index("## What differs by version"):]
-    columns = [c.strip() for c in next(line for line in table.splitlines() if line.startswith("| rule")).strip("|")
-               .split("|")]
-    marked = [(since, test) for path in sorted((ROOT / "e2e").glob("test_*.py"))
-              for since, test in re.findall(r'@pytest\.mark\.min_kubernetes\("(\d+\.\d+)"\).*\n(?:@.*\n)*def (\w+)',
-                                            path.read_text(encoding="utf-8"))]
-    written = sum(path.read_text(encoding="utf-8").count("@pytest.mark.min_kubernetes(\"")
-                  for path in (ROOT / "e2e").glob("test_*.py"))
+    sources = [path.read_text(encoding="utf-8") for path in sorted((ROOT / "e2e").glob("test_*.py"))]
+    marked = [(since, test) for source in sources
+              for since, test in re.findall(r'@pytest\.mark\.min_kubernetes\("(\d+\.\d+)"\).*\n(?:@.*\n)*def (\w+)', source)]
+    written = sum(source.count('@pytest.mark.min_kubernetes("') for source in sources)
     assert len(marked) == written, "a min_kubernetes marker whose test this check cannot find"
     above = [(since, test) for since, test in marked if minor_of(since) > MIN_KUBERNETES]
     assert above, "no marker above the oldest pin: nothing skips by version, this check has nothing to read"
+    rows = doc_rows()
     for since, test in above:
-        row = next((line for line in table.splitlines() if line.startswith(f'| `min_kubernetes("{since}")`')), None)
+        row = next((row for row in rows if _rule(row).startswith(f'`min_kubernetes("{since}")`')), None)
         assert row is not None, f"docs/versions.md has no row for min_kubernetes(\"{since}\") ({test})"
-        assert f"`{test}`" in row, f"docs/versions.md's min_kubernetes(\"{since}\") row does not name {test}"
-        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert f"`{test}`" in " ".join(row.values()), \
+            f"docs/versions.md's min_kubernetes(\"{since}\") row does not name {test}"
         for minor in SUPPORTED:
-            shown = cells[columns.index(minor)]
+            shown = row[minor]
             assert shown == ("yes" if minor_of(minor) >= minor_of(since) else "skipped"), (since, minor, shown)
