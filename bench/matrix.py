@@ -363,7 +363,7 @@ def _order(cell: Cell) -> tuple:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds else "—"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s" if seconds else "—"
 
 
 def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
@@ -376,12 +376,14 @@ def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
         f"The release gate (`--gate`) on each supported Kubernetes minor ({versions.SUPPORTED_RANGE},"
         " `SUPPORTED` in `clusters/versions.py`) × swap behavior × provider, as `python -m bench.matrix`"
         " last ran it. One run of the suite covers a minor × provider's behaviors together: its wall time"
-        " is theirs. *skipped*: skips the gate accepts, each reason below the table; *could not"
+        " is theirs. *build time*: building the node (a disk image or a node image) before that run, seconds"
+        " when the build was kept from an earlier run. *skipped*: skips the gate accepts, each reason below the table; *could not"
         " test*: skips it does not accept, gate-mode \"could not test\" failures, and setup errors that lost"
         " the API server. *build*: the kubelet version the node reported." + (f" The cells: `{kept_in}`." if kept_in else ""),
         "",
-        "| minor | provider | behavior | passed | failed | skipped | could not test | gate | wall time | build | date |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| minor | provider | behavior | passed | failed | skipped | could not test | gate | wall time | build time"
+        " | build | date |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in rows:
         ran = cell.gate != COULD_NOT_RUN
@@ -390,7 +392,8 @@ def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
         date = cell.date + ("" if cell.suite == suite else f" (suite {cell.suite}, changed since)")
         build_id = cell.build or f"{cell.version} (asked; no node reported)"
         lines.append("| " + " | ".join([cell.minor, cell.provider, cell.behavior, *counts,
-                                         gate.replace("|", "\\|"), _minutes(cell.seconds), build_id, date]) + " |")
+                                         gate.replace("|", "\\|"), _minutes(cell.seconds), _minutes(cell.build_seconds),
+                                         build_id, date]) + " |")
     if not rows:
         lines += ["", "No cell has run yet: `python -m bench.matrix` (`--dry-run` shows what it would run)."]
     problems = [(c, p) for c in rows if c.gate == FAILED for p in c.problems]

@@ -451,16 +451,23 @@ def test_the_table_has_a_row_per_cell_in_the_table_s_order(fake: FakeSuite, tmp_
         ("| 1.37", "vm", "LimitedSwap"), ("| 1.37", "kind", "NoSwap"), ("| 1.37", "kind", "LimitedSwap")]
     n = len(verdict.checks_for(NO_SWAP))
     first = rows[0].split(" | ")
-    assert first[3:8] == [str(n), "0", "0", "0", "passed"] and first[9] == "v1.34.12"
+    assert first[3:8] == [str(n), "0", "0", "0", "passed"] and first[10] == "v1.34.12"
     assert rows[1].split(" | ")[3:8] == [str(len(verdict.checks_for(LIMITED_SWAP)) - 1), "1", "0", "0", "FAILED"]
     assert rows[4].split(" | ")[3:8] == ["—", "—", "—", "—", "could not run: the build failed (exit 1): go: build"
                                          " failed: undefined: x (log " + str(tmp_path / "store" / "v1.35.8" / "vm" /
                                                                            "build.log") + ")"]
-    assert rows[4].split(" | ")[9] == "v1.35.8 (asked; no node reported)"
+    assert rows[4].split(" | ")[10] == "v1.35.8 (asked; no node reported)"
     assert "Why the gate failed:" in text and "- 1.34 vm LimitedSwap: LimitedSwap: " in text
     assert text.startswith("# Kubernetes version matrix\n")
-    assert "| minor | provider | behavior | passed | failed | skipped | could not test | gate | wall time | build |" \
-           " date |" in text
+    assert "| minor | provider | behavior | passed | failed | skipped | could not test | gate | wall time |" \
+           " build time | build | date |" in text
+
+
+def test_the_table_shows_the_suite_s_time_and_the_build_s_apart() -> None:
+    built = Cell("1.35", "vm", NO_SWAP, "v1.35.8", gate="passed", seconds=1812.1, build_seconds=401.3)
+    kept = Cell("1.35", "vm", LIMITED_SWAP, "v1.35.8", gate="passed", seconds=1812.1, build_seconds=0.6)
+    rows = [line.split(" | ") for line in matrix.table([built, kept], SUITE).splitlines() if line.startswith("| 1.")]
+    assert [r[8:10] for r in rows] == [["30.2 min", "6.7 min"], ["30.2 min", "1 s"]]
 
 
 def test_the_table_marks_results_of_an_earlier_suite_and_leaves_earlier_pins_out(fake: FakeSuite, tmp_path: Path,
