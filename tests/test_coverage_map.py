@@ -1,17 +1,23 @@
 """docs/coverage.md stays true: every test it names is a test function of e2e/ (and every pod
 shape it names is one of workloads/pods.py), every mutant it names is a patch of bench/mutants/,
 every mutant of the bench is in a row, every row names a test or says `not covered:` and why,
-every gap names a proposal that exists, and its counts are its table's."""
+every gap names a proposal that exists, and its counts are its table's. And every file:function
+of its table is defined in the real source of each supported pin, or its "On the older minors"
+line says where it is before the release that moved it, or from which release it exists."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from clusters import versions
+from clusters.vm import build as vbuild
+from clusters.vm import k8s_source
 from workloads.pods import QOS_SHAPES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,3 +197,168 @@ def test_an_untrue_page_fails(change: tuple[str, str], expected: str) -> None:
 def test_wrong_counts_fail() -> None:
     page = _page(*GOOD).replace("1 covered, 1 out of scope, 1 not observable", "2 covered, 0 out of scope, 1 not observable")
     assert any("the page says (4, 2, 0, 1, 1)" in p for p in problems(page, *PROJECT))
+
+
+# --- the map on every supported pin -------------------------------------------------------------
+
+PROTOTYPE = ROOT / "clusters" / "prototypes" / "kep-5359.patch"
+CODE_REF = re.compile(r"`((?:klr/)?[\w/.-]+\.go|klc):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)`")
+READ_AT = re.compile(r"kubelet and the emptyDir volume plugin at \*\*(v[\d.]+)\*\*")
+# - `file:Name` (R2-R7): before 1.36 in `other.go` ...   |   - `file:Name` (R1): new in 1.36; ...
+OLDER = re.compile(r"^- `([^`]+)` \(([^)]+)\): (?:before (1\.\d+) in `([^`]+)`|new in (1\.\d+))", re.MULTILINE)
+
+
+def _path(file: str) -> str:
+    if file == "klc":
+        return "pkg/kubelet/kuberuntime/kuberuntime_container_linux.go"
+    return file.replace("klr/", "pkg/kubelet/kuberuntime/", 1)
+
+
+def defines(source: str, name: str) -> bool:
+    """Whether Go source declares ``name``: a function or method, or ``Type.Method``, or a
+    package-level var, const or type."""
+    kind, _, method = name.rpartition(".")
+    if kind:
+        return re.search(rf"^func \(\w+ \*?{re.escape(kind)}\) {re.escape(method)}[\[(]", source, re.M) is not None
+    return re.search(rf"^(?:func (?:\([^)]*\) )?{re.escape(name)}[\[(]|(?:var|const|type) {re.escape(name)}\b)",
+                     source, re.M) is not None
+
+
+def code_refs(text: str, prototype: bool = False) -> dict[tuple[str, str], list[str]]:
+    """(file, name) -> the ids of the rows whose code path names it: the upstream rows, or the
+    prototype's (P)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for row in rows(text):
+        if (row.id[0] == "P") == prototype:
+            for file, name in CODE_REF.findall(row.code):
+                out.setdefault((_path(file), name), []).append(row.id)
+    return out
+
+
+def _ids(spec: str) -> list[str]:
+    """"R2-R7, E2" -> R2 ... R7, E2."""
+    out = []
+    for part in (p.strip() for p in spec.split(",")):
+        a, _, b = part.partition("-")
+        out += [f"{a[0]}{n}" for n in range(int(a[1:]), int(b[1:]) + 1)] if b else [a]
+    return out
+
+
+def patch_adds(patch: str, file: str, name: str) -> bool:
+    """Whether the patch adds a declaration of ``name`` to ``file``."""
+    for section in patch.split("diff --git ")[1:]:
+        if f"+++ b/{file}\n" in section:
+            added = "\n".join(line[1:] for line in section.splitlines() if line.startswith("+"))
+            if defines(added, name):
+                return True
+    return False
+
+
+def version_problems(text: str, trees: dict[str, Path], prototype: str) -> list[str]:
+    """What the page says of the code that is not so in the pins' source (``trees``: release ->
+    its source, every supported pin; ``prototype``: the KEP-5359 patch, which the P rows read)."""
+    pins = sorted(trees, key=lambda r: versions.minor_of(r) or (0, 0))
+    newest = pins[-1]
+
+    def has(release: str, file: str, name: str) -> bool:
+        path = trees[release] / file
+        return path.is_file() and defines(path.read_text(encoding="utf-8", errors="replace"), name)
+
+    out: list[str] = []
+    read_at = READ_AT.search(text)
+    if read_at is None or read_at.group(1) != newest:
+        out.append(f"the page says it was read at {read_at and read_at.group(1)}, not the newest pin {newest}")
+    listed = {m.group(1): m for m in OLDER.finditer(text)}
+    for (file, name), ids in sorted(code_refs(text).items()):
+        ref = f"{file}:{name}"
+        absent = [r for r in pins if not has(r, file, name)]
+        line = listed.pop(ref, None)
+        if newest in absent:
+            out.append(f"{'/'.join(ids)}: {ref} is not defined in {newest}")
+        elif line is None:
+            if absent:
+                out.append(f"{'/'.join(ids)}: {ref} is not defined in {', '.join(absent)}, and no line of the"
+                           " older minors says so")
+        else:
+            if _ids(line.group(2)) != ids:
+                out.append(f"{ref}: the older minors' line names rows {line.group(2)}, the table {', '.join(ids)}")
+            since = line.group(3) or line.group(5)
+            before = [r for r in pins if (versions.minor_of(r) or (0, 0)) < (versions.minor_of(since) or (0, 0))]
+            if absent != before:
+                out.append(f"{ref}: said to be in {since}+ only, but not defined in {', '.join(absent) or 'no pin'}")
+            if line.group(4):  # `file.go` (the same name) or `file.go:Other`
+                other, _, moved = line.group(4).partition(":")
+                out += [f"{ref}: said to be in {line.group(4)} on {r}, which does not define it there"
+                        for r in before if not has(r, other, moved or name)]
+    out += [f"{ref}: the older minors list it, and no upstream row names it" for ref in sorted(listed)]
+    for (file, name), ids in sorted(code_refs(text, prototype=True).items()):
+        if not has(newest, file, name) and not patch_adds(prototype, file, name):
+            out.append(f"{'/'.join(ids)}: {file}:{name} is neither in {newest} nor added by the prototype")
+    return out
+
+
+@pytest.fixture(scope="module")
+def pin_sources() -> dict[str, Path]:
+    """The real source of every supported pin, through the Go module proxy (the mutant
+    self-tests download the same ones)."""
+    if not shutil.which("go"):
+        pytest.fail("go is not on PATH: the pins' source comes through the Go module proxy")
+    try:
+        return {pin: k8s_source.module_dir("k8s.io/kubernetes", pin, vbuild.go_env())
+                for pin in versions.SUPPORTED.values()}
+    except k8s_source.SourceError as error:
+        pytest.fail(str(error))
+
+
+def test_every_code_path_of_the_map_is_in_each_pin_s_source(pin_sources: dict[str, Path]) -> None:
+    found = version_problems(DOC.read_text(encoding="utf-8"), pin_sources, PROTOTYPE.read_text(encoding="utf-8"))
+    assert not found, "docs/coverage.md against the pins' source:\n" + "\n".join(found)
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, body in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(body)
+    return root
+
+
+OLD_GO = {"a/old.go": "package a\n\nfunc check(x int) bool {\n\treturn true\n}\n",
+          "a/b.go": "package a\n\nvar gates = map[string]bool{}\n"}
+NEW_GO = {"a/new.go": "package a\n\nfunc check(x int) bool {\n\treturn true\n}\n\n"
+                      "func (h *handler) Admit(p int) bool {\n\treturn false\n}\n",
+          "a/b.go": "package a\n\nvar gates = map[string]bool{}\n"}
+PAGE = ("Every swap-related code path of the kubelet and the emptyDir volume plugin at **v1.37.2**\n\n"
+        "| id | code path | swap rule | claims (test: check) | mutants |\n|---|---|---|---|---|\n"
+        "| R1 | `a/new.go:check` | r | c | — |\n| R2 | `a/new.go:check` | r | c | — |\n"
+        "| R3 | `a/new.go:handler.Admit` | r | c | — |\n| S1 | `a/b.go:gates` | r | c | — |\n"
+        "| P1 | `a/new.go:added` (prototype) | r | c | — |\n\n"
+        "- `a/new.go:check` (R1-R2): before 1.37 in `a/old.go`, the same.\n"
+        "- `a/new.go:handler.Admit` (R3): new in 1.37.\n")
+PATCH = "diff --git a/a/new.go b/a/new.go\n--- a/a/new.go\n+++ b/a/new.go\n@@ -1 +1,2 @@\n+func added() {}\n"
+
+
+@pytest.fixture
+def two_pins(tmp_path: Path) -> dict[str, Path]:
+    return {"v1.36.5": _tree(tmp_path / "old", OLD_GO), "v1.37.2": _tree(tmp_path / "new", NEW_GO)}
+
+
+def test_a_page_true_of_the_pins_passes(two_pins: dict[str, Path]) -> None:
+    assert version_problems(PAGE, two_pins, PATCH) == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (("**v1.37.2**", "**v1.37.1**"), "read at v1.37.1, not the newest pin v1.37.2"),
+    (("- `a/new.go:handler.Admit` (R3): new in 1.37.\n", ""), "R3: a/new.go:handler.Admit is not defined in v1.36.5,"),
+    (("`a/new.go:handler.Admit` (R3): new in 1.37", "`a/new.go:handler.Admit` (R3): new in 1.36"),
+     "said to be in 1.36+ only, but not defined in v1.36.5"),
+    (("before 1.37 in `a/old.go`", "before 1.37 in `a/b.go`"), "said to be in a/b.go on v1.36.5, which does not"),
+    (("(R1-R2)", "(R1)"), "names rows R1, the table R1, R2"),
+    (("| S1 | `a/b.go:gates`", "| S1 | `a/b.go:gone`"), "S1: a/b.go:gone is not defined in v1.37.2"),
+    (("| R3 | `a/new.go:handler.Admit`", "| R3 | `a/new.go:other.Admit`"), "R3: a/new.go:other.Admit is not defined"),
+    (("`a/new.go:added` (prototype)", "`a/new.go:missing` (prototype)"), "P1: a/new.go:missing is neither in v1.37.2"),
+    (("| R1 | `a/new.go:check` | r | c | — |\n| R2 | `a/new.go:check` | r | c | — |\n", ""),
+     "a/new.go:check: the older minors list it, and no upstream row names it"),
+])
+def test_a_page_untrue_of_the_pins_fails(two_pins: dict[str, Path], change: tuple[str, str], expected: str) -> None:
+    found = version_problems(PAGE.replace(*change), two_pins, PATCH)
+    assert any(expected in p for p in found), found
