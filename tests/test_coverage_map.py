@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import ast
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from clusters import versions
-from clusters.vm import build as vbuild
-from clusters.vm import k8s_source
+from tests import k8s_pins
+from tests.k8s_pins import defines
 from workloads.pods import QOS_SHAPES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,16 +213,6 @@ def _path(file: str) -> str:
     return file.replace("klr/", "pkg/kubelet/kuberuntime/", 1)
 
 
-def defines(source: str, name: str) -> bool:
-    """Whether Go source declares ``name``: a function or method, or ``Type.Method``, or a
-    package-level var, const or type."""
-    kind, _, method = name.rpartition(".")
-    if kind:
-        return re.search(rf"^func \(\w+ \*?{re.escape(kind)}\) {re.escape(method)}[\[(]", source, re.M) is not None
-    return re.search(rf"^(?:func (?:\([^)]*\) )?{re.escape(name)}[\[(]|(?:var|const|type) {re.escape(name)}\b)",
-                     source, re.M) is not None
-
-
 def code_refs(text: str, prototype: bool = False) -> dict[tuple[str, str], list[str]]:
     """(file, name) -> the ids of the rows whose code path names it: the upstream rows, or the
     prototype's (P)."""
@@ -261,8 +250,7 @@ def version_problems(text: str, trees: dict[str, Path], prototype: str) -> list[
     newest = pins[-1]
 
     def has(release: str, file: str, name: str) -> bool:
-        path = trees[release] / file
-        return path.is_file() and defines(path.read_text(encoding="utf-8", errors="replace"), name)
+        return k8s_pins.has(trees[release], file, name)
 
     out: list[str] = []
     read_at = READ_AT.search(text)
@@ -299,15 +287,7 @@ def version_problems(text: str, trees: dict[str, Path], prototype: str) -> list[
 
 @pytest.fixture(scope="module")
 def pin_sources() -> dict[str, Path]:
-    """The real source of every supported pin, through the Go module proxy (the mutant
-    self-tests download the same ones)."""
-    if not shutil.which("go"):
-        pytest.fail("go is not on PATH: the pins' source comes through the Go module proxy")
-    try:
-        return {pin: k8s_source.module_dir("k8s.io/kubernetes", pin, vbuild.go_env())
-                for pin in versions.SUPPORTED.values()}
-    except k8s_source.SourceError as error:
-        pytest.fail(str(error))
+    return k8s_pins.sources()
 
 
 def test_every_code_path_of_the_map_is_in_each_pin_s_source(pin_sources: dict[str, Path]) -> None:

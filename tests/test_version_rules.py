@@ -4,6 +4,7 @@ moves, or a pin added to SUPPORTED without a row here, fails."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from clusters.provider import version_tuple
 from clusters.versions import SUPPORTED
 from e2e import oracle
+from tests import k8s_pins
 from workloads.pods import POD_LEVEL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,3 +124,42 @@ def test_every_min_kubernetes_marker_above_the_oldest_pin_is_a_row_saying_where_
         for minor in SUPPORTED:
             shown = row[minor]
             assert shown == ("yes" if minor_of(minor) >= minor_of(since) else "skipped"), (since, minor, shown)
+
+
+# `pkg/x/file.go` `Name`, or `file.go` `Name` after the cell has cited that file's full path
+CITED = re.compile(r"`([\w/.-]+\.go)` `([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)`")
+
+
+def citation_problems(rows: list[dict[str, str]], trees: dict[str, Path]) -> list[str]:
+    """Each function the "decided by" column cites in its file, that no pin's source defines
+    there (a file cited by its name alone is the one of that name the cell cited in full)."""
+    out = []
+    for row in rows:
+        cell = row["decided by"]
+        full = {Path(f).name: f for f in re.findall(r"`([\w-]+/[\w/.-]+\.go)`", cell)}
+        for file, name in CITED.findall(cell):
+            path = file if "/" in file else full.get(file)
+            if path is None:
+                out.append(f"{_rule(row)}: `{file}` is cited by its name alone, and not in full before")
+            elif not any(k8s_pins.has(tree, path, name) for tree in trees.values()):
+                out.append(f"{_rule(row)}: {path}:{name} is defined in none of {', '.join(trees)}")
+    return out
+
+
+def test_every_function_the_versions_table_cites_is_in_the_pins_source() -> None:
+    rows = doc_rows()
+    assert sum(len(CITED.findall(row["decided by"])) for row in rows) >= 10, "the citations are no longer read"
+    found = citation_problems(rows, k8s_pins.sources())
+    assert not found, "docs/versions.md against the pins' source:\n" + "\n".join(found)
+
+
+def test_a_wrong_citation_is_named(tmp_path: Path) -> None:
+    tree = tmp_path / "v1.36.5"
+    (tree / "pkg/a").mkdir(parents=True)
+    (tree / "pkg/a/b.go").write_text("package a\n\nfunc (h *handler) Admit() {}\n\nvar (\n\tCounter = 1\n)\n")
+    good = {"rule": "r", "decided by": "`pkg/a/b.go` `handler.Admit`, then `b.go` `Counter`"}
+    assert citation_problems([good], {"v1.36.5": tree}) == []
+    for cell, expected in [("`pkg/a/b.go` `handler.Gone`", "pkg/a/b.go:handler.Gone is defined in none of v1.36.5"),
+                           ("`pkg/a/c.go` `Counter`", "pkg/a/c.go:Counter is defined in none of v1.36.5"),
+                           ("`b.go` `Counter`", "`b.go` is cited by its name alone, and not in full before")]:
+        assert citation_problems([{"rule": "r", "decided by": cell}], {"v1.36.5": tree}) == [f"r: {expected}"]

@@ -1,0 +1,39 @@
+"""The real Kubernetes source of each supported pin, for self-tests that check what a page says
+of the kubelet's code: downloaded through the Go module proxy, as the mutant self-tests do."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clusters import versions
+from clusters.vm import build as vbuild
+from clusters.vm import k8s_source
+
+
+def sources() -> dict[str, Path]:
+    """Each supported pin -> its source; fails the test when the proxy cannot serve one."""
+    if not shutil.which("go"):
+        pytest.fail("go is not on PATH: the pins' source comes through the Go module proxy")
+    try:
+        return {pin: k8s_source.module_dir("k8s.io/kubernetes", pin, vbuild.go_env())
+                for pin in versions.SUPPORTED.values()}
+    except k8s_source.SourceError as error:
+        pytest.fail(str(error))
+
+
+def defines(source: str, name: str) -> bool:
+    """Whether Go source declares ``name`` at package level: a function or method (``Type.Method``
+    for one type's), a var, const or type, or a name of a ``var (...)`` block."""
+    kind, _, method = name.rpartition(".")
+    if kind:
+        return re.search(rf"^func \(\w* ?\*?{re.escape(kind)}\) {re.escape(method)}[\[(]", source, re.M) is not None
+    return re.search(rf"^(?:func (?:\([^)]*\) )?{re.escape(name)}[\[(]|(?:var|const|type) {re.escape(name)}\b"
+                     rf"|\t{re.escape(name)}\s+=)", source, re.M) is not None
+
+
+def has(tree: Path, file: str, name: str) -> bool:
+    path = tree / file
+    return path.is_file() and defines(path.read_text(encoding="utf-8", errors="replace"), name)
