@@ -13,15 +13,19 @@ from clusters.vm import build as vbuild
 from clusters.vm import k8s_source
 
 
-def sources() -> dict[str, Path]:
-    """Each supported pin -> its source; fails the test when the proxy cannot serve one."""
+def source(release: str) -> Path:
+    """The release's source; fails the test when the proxy cannot serve it."""
     if not shutil.which("go"):
-        pytest.fail("go is not on PATH: the pins' source comes through the Go module proxy")
+        pytest.fail("go is not on PATH: a release's source comes through the Go module proxy")
     try:
-        return {pin: k8s_source.module_dir("k8s.io/kubernetes", pin, vbuild.go_env())
-                for pin in versions.SUPPORTED.values()}
+        return k8s_source.module_dir("k8s.io/kubernetes", release, vbuild.go_env())
     except k8s_source.SourceError as error:
         pytest.fail(str(error))
+
+
+def sources() -> dict[str, Path]:
+    """Each supported pin -> its source."""
+    return {pin: source(pin) for pin in versions.SUPPORTED.values()}
 
 
 def defines(source: str, name: str) -> bool:

@@ -16,21 +16,13 @@ from bench.mutants import docs, releases
 from clusters import cli, versions
 from clusters.vm import build as vbuild
 from clusters.vm import k8s_source
+from tests import k8s_pins
 
 MUTANTS = model.load()
 # the release the mutants are written against, then every supported minor's pin
 PINS = list(dict.fromkeys([versions.KUBERNETES, *versions.SUPPORTED.values()]))
 HEADER = "# mutant: m\n# wrong: w\n# area: a\n# binaries: kubelet\n# behaviors: LimitedSwap\n# expect: caught\n"
 DIFF = "diff --git a/x.go b/x.go\n--- a/x.go\n+++ b/x.go\n@@ -1 +1 @@\n-a\n+b\n"
-
-
-def _module(release: str) -> Path | None:
-    if not shutil.which("go"):
-        return None
-    try:
-        return k8s_source.module_dir("k8s.io/kubernetes", release, vbuild.go_env())
-    except k8s_source.SourceError:
-        return None
 
 
 def _copy(module: Path, files: set[str], tree: Path) -> Path:
@@ -56,9 +48,7 @@ def test_every_mutant_applies_or_is_declared_on_every_pin(release: str, tmp_path
     mutant is declared not applicable there. A mutant of a prototype is dry-run on the release with
     its base applied for real (once per base): the base must apply too wherever one of its mutants
     runs. A mutant touching a staging module is applied for real, staging module and all."""
-    module = _module(release)
-    if module is None:
-        pytest.fail(f"cannot download k8s.io/kubernetes {release} through the Go proxy")
+    module = k8s_pins.source(release)
     forms = [releases.on(m, release) for m in MUTANTS]
     runnable = [f for f in forms if isinstance(f, model.Mutant)]
     skipped = [f for f in forms if isinstance(f, releases.NotApplicable)]
