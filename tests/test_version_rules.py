@@ -126,7 +126,7 @@ def test_every_min_kubernetes_marker_above_the_oldest_pin_is_a_row_saying_where_
             assert shown == ("yes" if minor_of(minor) >= minor_of(since) else "skipped"), (since, minor, shown)
 
 
-# `pkg/x/file.go` `Name`, or `file.go` `Name` after the cell has cited that file's full path
+# `pkg/x/file.go` `Name`, or `file.go` `Name` where the cell also cites that file in full
 CITED = re.compile(r"`([\w/.-]+\.go)` `([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)`")
 
 
@@ -140,7 +140,7 @@ def citation_problems(rows: list[dict[str, str]], trees: dict[str, Path]) -> lis
         for file, name in CITED.findall(cell):
             path = file if "/" in file else full.get(file)
             if path is None:
-                out.append(f"{_rule(row)}: `{file}` is cited by its name alone, and not in full before")
+                out.append(f"{_rule(row)}: `{file}` is cited by its name alone, and nowhere in the cell in full")
             elif not any(k8s_pins.has(tree, path, name) for tree in trees.values()):
                 out.append(f"{_rule(row)}: {path}:{name} is defined in none of {', '.join(trees)}")
     return out
@@ -161,5 +161,5 @@ def test_a_wrong_citation_is_named(tmp_path: Path) -> None:
     assert citation_problems([good], {"v1.36.5": tree}) == []
     for cell, expected in [("`pkg/a/b.go` `handler.Gone`", "pkg/a/b.go:handler.Gone is defined in none of v1.36.5"),
                            ("`pkg/a/c.go` `Counter`", "pkg/a/c.go:Counter is defined in none of v1.36.5"),
-                           ("`b.go` `Counter`", "`b.go` is cited by its name alone, and not in full before")]:
+                           ("`b.go` `Counter`", "`b.go` is cited by its name alone, and nowhere in the cell in full")]:
         assert citation_problems([{"rule": "r", "decided by": cell}], {"v1.36.5": tree}) == [f"r: {expected}"]
