@@ -16,7 +16,6 @@ import pytest
 
 from clusters import versions
 from tests import k8s_pins
-from tests.k8s_pins import defines
 from workloads.pods import QOS_SHAPES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,7 +237,7 @@ def patch_adds(patch: str, file: str, name: str) -> bool:
     for section in patch.split("diff --git ")[1:]:
         if f"+++ b/{file}\n" in section:
             added = "\n".join(line[1:] for line in section.splitlines() if line.startswith("+"))
-            if defines(added, name):
+            if k8s_pins.defines(added, name):
                 return True
     return False
 
