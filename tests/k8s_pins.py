@@ -28,14 +28,14 @@ def sources() -> dict[str, Path]:
     return {pin: source(pin) for pin in versions.SUPPORTED.values()}
 
 
-def defines(source: str, name: str) -> bool:
-    """Whether Go source declares ``name`` at package level: a function or method (``Type.Method``
+def defines(text: str, name: str) -> bool:
+    """Whether Go source text declares ``name`` at package level: a function or method (``Type.Method``
     for one type's), a var, const or type, or a name of a ``var (...)`` block."""
     kind, _, method = name.rpartition(".")
     if kind:
-        return re.search(rf"^func \(\w* ?\*?{re.escape(kind)}\) {re.escape(method)}[\[(]", source, re.M) is not None
+        return re.search(rf"^func \(\w* ?\*?{re.escape(kind)}\) {re.escape(method)}[\[(]", text, re.M) is not None
     return re.search(rf"^(?:func (?:\([^)]*\) )?{re.escape(name)}[\[(]|(?:var|const|type) {re.escape(name)}\b"
-                     rf"|\t{re.escape(name)}\s+=)", source, re.M) is not None
+                     rf"|\t{re.escape(name)}\s+=)", text, re.M) is not None
 
 
 def has(tree: Path, file: str, name: str) -> bool:
