@@ -4,6 +4,8 @@ declares it not applicable there; and the bench runs that form, reports the othe
 keeps each release's results and docs section apart."""
 from __future__ import annotations
 
+import dataclasses
+
 import shutil
 import subprocess
 from pathlib import Path
@@ -231,6 +233,43 @@ def test_the_bench_runs_each_mutants_form_on_the_release_and_reports_the_others_
     assert table.startswith("Mutant bench on v1.35.8 (")
     assert table.splitlines()[-1] == "caught 2/2 mutants on v1.35.8, 1 not applicable, 0 false alarms"
     assert (tmp_path / "r" / "mutants" / "baseline-v1.35.8-vm.json").is_file()
+
+
+def test_where_a_mutant_does_not_apply_is_read_afresh_and_keeps_its_runs_elsewhere(
+        tmp_path: Path, bench_dir, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A not-applicable row is made from the header, never kept: its reason corrected, or a minor
+    added to it, neither reruns the mutant where it still applies nor shows a kept run where it
+    no longer does."""
+    from bench.mutants import __main__ as bench
+
+    patches, runs = bench_dir
+    recorded = bench.run_one
+
+    def run_one(name, patches, *args, release=None, **kwargs):  # a result of the build it was asked for
+        o = recorded(name, patches, *args, release=release, **kwargs)
+        return o if name.startswith("baseline") else \
+            dataclasses.replace(o, build=k8s_source.release(release, patches).build_id)
+
+    monkeypatch.setattr(bench, "run_one", run_one)
+    newer = patches / "03-newer.patch"
+
+    calls: list[str] = []
+
+    def bench_on(release: str) -> str:
+        calls.append(release)
+        runs.clear()  # a state directory each: a bench holds its own until its process ends
+        argv = ["--patches", str(patches), "--state-dir", str(tmp_path / f"state-{len(calls)}"), "--results-dir",
+                str(tmp_path / "r"), "--kept", str(tmp_path / "keep"), "--k8s-version", release]
+        assert bench.main(argv) == cli.Exit.OK
+        return capsys.readouterr().out
+
+    assert "| 03-newer | caught |" in bench_on("v1.36.5") and "03-newer" in [r["name"] for r in runs]
+    newer.write_text(newer.read_text().replace("the code path is newer", "the function does not exist before 1.36"))
+    assert "| 03-newer | caught |" in bench_on("v1.36.5") and runs == []  # kept: nothing ran
+    assert "| 03-newer | n/a | not applicable: the function does not exist before 1.36 |" in bench_on("v1.35.8")
+    newer.write_text(newer.read_text().replace("1.34, 1.35:", "1.34, 1.35, 1.36:"))
+    table = bench_on("v1.36.5")
+    assert "| 03-newer | n/a |" in table and "| 03-newer | caught |" not in table and runs == []
 
 
 def test_a_bad_declaration_stops_the_bench_before_it_runs_anything(tmp_path: Path, bench_dir, capsys) -> None:

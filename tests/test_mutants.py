@@ -514,8 +514,10 @@ diff --git a/pkg/kubelet/x.go b/pkg/kubelet/x.go
     ("# mutant: swap-rounded-up", "# mutant: swap-rounded-up-to-a-page", True, True),
     ("# tests: test_cgroup_limits", "# tests: test_cgroup_limits or test_metrics", True, False),
     ("# behaviors: LimitedSwap", "# behaviors: NoSwap,LimitedSwap", True, False),
+    # where it does not apply: a row made from the header each time, never a kept run's
     ("# not-applicable: 1.34: the code differs", "# not-applicable: 1.34: the code differs\n"
-                                                  "# not-applicable: 1.35: so does this", True, False),
+                                                  "# not-applicable: 1.35: so does this", True, True),
+    ("# not-applicable: 1.34: the code differs", "# not-applicable: 1.34: the function is newer", True, True),
     ("# expect: caught", "# expect: survived", True, False),
     ("# area: formula", "# area: formula\n# feature-gates: WorkloadControlledSwap", False, False),
     ("+b", "+c", False, False),

@@ -43,10 +43,12 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parents[1]  # a `# base:` path is relative to the project root
 SUITE_INPUTS = ("e2e", "workloads", "conftest.py")  # what decides the tests' verdicts
 
-# The header lines that choose a mutant's run (its tests and behaviors; `binaries`: a kubelet-only
-# mutant shares a VM and has only its kubelet swapped in), and where and what it is expected to be;
-# its other lines are prose.
-RUN_KEYS = ("tests", "behaviors", "binaries", "expect", "not-applicable")
+# The header lines that choose what a run of a mutant does (its tests and behaviors; `binaries`: a
+# kubelet-only mutant shares a VM and has only its kubelet swapped in) and what it is expected to
+# be; its other lines are prose. `not-applicable` says where a mutant runs, never what a run does:
+# a not-applicable row is made from the header each time and never kept, so a corrected reason, or
+# a minor added or dropped, leaves every kept run standing for the releases it still runs on.
+RUN_KEYS = ("tests", "behaviors", "binaries", "expect")
 
 CAUGHT, SURVIVED, NOT_RUN = "caught", "SURVIVED", "NOT RUN"
 NOT_APPLICABLE = "n/a"  # not run on this release: its header says why (bench/mutants/releases.py)
@@ -97,8 +99,8 @@ class Mutant:
     def content_hash(self) -> str:
         """Of what decides the mutant's result: its build (diff and base, as the build id hashes
         them) and the header lines that choose its run and its expected verdict (RUN_KEYS). Its
-        prose (`mutant`, `wrong`, `area`, comments) is not in it, so correcting what a header says
-        of the bug keeps its kept results and its build."""
+        prose (`mutant`, `wrong`, `area`, comments) and where it does not apply are not in it, so
+        correcting what a header says of the bug keeps its kept results and its build."""
         h = hashlib.sha256(self.patch.text_of(BUILD_KEYS + RUN_KEYS).encode())
         if self.base is not None:
             h.update(read_patch(self.base).build_text.encode())
