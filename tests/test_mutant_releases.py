@@ -5,7 +5,7 @@ keeps each release's results and docs section apart."""
 from __future__ import annotations
 
 import dataclasses
-
+import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -252,13 +252,11 @@ def test_where_a_mutant_does_not_apply_is_read_afresh_and_keeps_its_runs_elsewhe
 
     monkeypatch.setattr(bench, "run_one", run_one)
     newer = patches / "03-newer.patch"
-
-    calls: list[str] = []
+    states = itertools.count()  # a state directory each: a bench holds its own until its process ends
 
     def bench_on(release: str) -> str:
-        calls.append(release)
-        runs.clear()  # a state directory each: a bench holds its own until its process ends
-        argv = ["--patches", str(patches), "--state-dir", str(tmp_path / f"state-{len(calls)}"), "--results-dir",
+        runs.clear()
+        argv = ["--patches", str(patches), "--state-dir", str(tmp_path / f"state-{next(states)}"), "--results-dir",
                 str(tmp_path / "r"), "--kept", str(tmp_path / "keep"), "--k8s-version", release]
         assert bench.main(argv) == cli.Exit.OK
         return capsys.readouterr().out
