@@ -103,16 +103,36 @@ def nodeid_of(classname: str, name: str) -> str:
     return "/".join(parts[:module + 1]) + ".py" + "".join(f"::{p}" for p in parts[module + 1:]) + f"::{name}"
 
 
-def read_junit(junit: Path) -> list[tuple[object, bool]]:
-    """Every test of a run as (e2e.verdict.Result, marked): its behavior from the property its node
-    fixture records, its outcome, its skip reason; ``marked`` when it could not test: it failed
-    as gate mode's "could not test" (e2e/gate.py), or its setup or teardown lost the API server
-    (the test never reached the node's verdict). Tests without a behavior (none in e2e/) are left
-    out."""
-    from e2e import verdict
+# The kubernetes client's words for an API server that refused the suite's own credentials (401,
+# 403; e2e/observe.py status_message for one a wait kept): an authenticator or authorizer answering,
+# which no kubelet decides. Seen while a control plane came back after its containers were
+# re-created (decision 0042), when RBAC had not yet caught up with the admin's binding.
+_REFUSED = re.compile(r"\b(?:(?:Unauthorized|Forbidden|Api)Exception: \((?:401|403)\)"
+                      r"|the API server answered 40[13] )")
+
+
+def never_judged(case: inputs.JUnitCase) -> bool:
+    """Whether a test that failed never reached the node's verdict: it failed as gate mode's
+    "could not test" (e2e/gate.py), its setup or teardown lost the API server, or, in any phase,
+    the API server refused the suite's credentials. A test that lost the API server in its own
+    body stays a failure: what it was doing to the node (memory pressure) may be the cause."""
     # The suite's own words for an API server that stopped serving; imported, not renamed public:
     # e2e/'s code is the suite's version (bench/mutants suite_hash), and a rename would re-key every kept result.
     from e2e.observe import _API_SERVER_LOST as LOST
+
+    bad = case.failure or case.error
+    if bad is None:
+        return False
+    text = bad.text.lstrip() + " " + bad.message
+    lost = case.error is not None and any(marker in text for marker in LOST)
+    return GATE_MARK in text or lost or _REFUSED.search(text) is not None
+
+
+def read_junit(junit: Path) -> list[tuple[object, bool]]:
+    """Every test of a run as (e2e.verdict.Result, marked): its behavior from the property its node
+    fixture records, its outcome, its skip reason; ``marked`` when it could not test
+    (``never_judged``). Tests without a behavior (none in e2e/) are left out."""
+    from e2e import verdict
 
     found = []
     for case in inputs.read_junit(junit, "the run's JUnit report").cases:
@@ -120,11 +140,8 @@ def read_junit(junit: Path) -> list[tuple[object, bool]]:
         if not behavior:
             continue
         nodeid = nodeid_of(case.classname, case.name)
-        bad = case.failure or case.error
-        if bad is not None:
-            text = bad.text.lstrip() + " " + bad.message
-            lost = case.error is not None and any(marker in text for marker in LOST)
-            found.append((verdict.Result(nodeid, behavior, "failed"), GATE_MARK in text or lost))
+        if case.failure is not None or case.error is not None:
+            found.append((verdict.Result(nodeid, behavior, "failed"), never_judged(case)))
         elif case.skipped is not None:
             found.append((verdict.Result(nodeid, behavior, "skipped", case.skipped.message), False))
         else:

@@ -17,6 +17,7 @@ from bench.cells import COULD_NOT_RUN, PASSED, Cell, nodeid_of
 from clusters import cli, versions
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP
 from e2e import report, verdict
+from tests import refusing_api
 
 SUITE = "suite0000000"
 REPO = Path(__file__).resolve().parent.parent
@@ -403,7 +404,14 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         "    request.node.user_properties.append(('swap_behavior', 'NoSwap'))\n"
         "    raise AssertionError('gave up after 300s waiting for create pod a/b; last seen: the API server answered 504'\n"
         "                      ' Gateway Timeout: context deadline exceeded')\n\n"
-        "def test_api_overloaded_in_setup(overloaded):\n    pass\n")
+        "def test_api_overloaded_in_setup(overloaded):\n    pass\n\n"
+        # an API server that refused the suite's credentials (403: RBAC not yet caught up after
+        # the control plane restarted), answered on loopback to the real client, in the test
+        "def test_api_refused_in_the_test(request):\n"
+        "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
+        "    from conftest import refused\n"
+        "    refused()\n")
+    (tmp_path / "conftest.py").write_text(refusing_api.CONFTEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={tmp_path / 'j.xml'}",
                     "e2e"], cwd=tmp_path, capture_output=True, timeout=120)
@@ -418,6 +426,7 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         "e2e/test_resize.py::test_api_lost_in_setup": ("LimitedSwap", "failed", "", True),
         "e2e/test_resize.py::test_api_lost_in_the_test": ("LimitedSwap", "failed", "", False),
         "e2e/test_resize.py::test_api_overloaded_in_setup": ("NoSwap", "failed", "", True),
+        "e2e/test_resize.py::test_api_refused_in_the_test": ("LimitedSwap", "failed", "", True),
     }
     assert {r.module for r, _ in matrix.read_junit(tmp_path / "j.xml")} == {"test_resize"}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from bench import mutants as model
 from bench.mutants import docs
 from clusters import cli, versions
 from clusters.vm import k8s_source
+from tests import refusing_api
 
 
 def _junit(tmp: Path, cases: list[tuple[str, str]]) -> Path:
@@ -41,6 +43,47 @@ def test_all_green_is_a_survivor(tmp_path: Path) -> None:
 @pytest.mark.parametrize("cases", [[("t1", "error"), ("t2", "error")], [("t1", "skipped")], []])
 def test_a_run_that_could_not_test_is_never_caught(tmp_path: Path, cases) -> None:
     assert model.judge("m", "b", _junit(tmp_path, cases), 1).verdict == model.NOT_RUN
+
+
+def _pytest_junit(tmp: Path, selection: str) -> Path:
+    """The JUnit XML of a real pytest run of ``-k selection`` from tests that fail as a run on a
+    node whose control plane restarted: a 403 to the suite's credentials in the test, a refused
+    connection in setup and in the test; and tests that fail by the node's verdict or pass."""
+    project = tmp / selection.replace(" ", "-")
+    (project / "e2e").mkdir(parents=True)
+    (project / "conftest.py").write_text(refusing_api.CONFTEST)
+    (project / "e2e" / "test_x.py").write_text(
+        "import pytest\n\n"
+        "def _lost():\n"
+        "    import urllib3\n"
+        "    urllib3.PoolManager(retries=urllib3.Retry(0)).request('GET', 'http://127.0.0.1:9/api/v1/nodes')\n\n"
+        "@pytest.fixture\n"
+        "def api():\n    _lost()\n\n"
+        "def test_refused():\n    from conftest import refused\n    refused()\n\n"
+        "def test_lost_in_setup(api):\n    pass\n\n"
+        "def test_lost_in_the_test():\n    _lost()\n\n"
+        "def test_assert():\n    assert 35041280 == 70082560\n\n"
+        "def test_pass():\n    pass\n")
+    junit = project / "junit.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}", "-k",
+                    selection, "e2e"], cwd=project, capture_output=True, timeout=120)
+    return junit
+
+
+def test_a_failure_the_node_had_no_say_in_never_catches_a_mutant(tmp_path: Path) -> None:
+    """Mutant 31's kubelet, swapped into the shared VM, re-created the control plane's containers
+    and the suite met a 403 (decision 0042): a catch is a failure that reached the node's
+    verdict, so that run could not test it and the mutant gets a fresh VM."""
+    o = model.judge("m", "b", _pytest_junit(tmp_path, "refused or lost_in_setup or pass"), 1)
+    assert o.verdict == model.NOT_RUN and o.unjudged == ["test_refused", "test_lost_in_setup"]
+    assert o.detail.startswith("every failure never reached the node's verdict (test_refused, test_lost_in_setup):"
+                               " kubernetes.client.exceptions.ForbiddenException: (403)")
+    o = model.judge("m", "b", _pytest_junit(tmp_path, "refused or assert"), 1)
+    assert o.verdict == model.CAUGHT and model.seen(o) == ["test_assert"] and "70082560" in o.detail
+    assert "| m | caught | test_assert |" in model.table([o], None)
+    # lost in the test itself: what the test did to the node may be why, so it stays a catch
+    o = model.judge("m", "b", _pytest_junit(tmp_path, "lost_in_the_test"), 1)
+    assert o.verdict == model.CAUGHT and o.unjudged == []
 
 
 def test_a_build_that_failed_is_not_run() -> None:

@@ -115,7 +115,7 @@ def test_the_run_deselects_each_own_test_once_within_the_benchs_k_and_names_its_
     assert blind.behaviors(_fake(["wcs-accepted-without-its-gate"])) == "WorkloadControlledSwap"
 
 
-def test_a_run_survived_or_was_seen_only_where_it_reached_the_nodes_verdict() -> None:
+def test_a_group_survived_only_where_pytest_and_the_gate_say_so_too() -> None:
     def run(exit_code: int) -> model.Outcome:
         return model.Outcome("blind-x", "b", model.SURVIVED, passed=3, exit_code=exit_code)
 
@@ -123,13 +123,6 @@ def test_a_run_survived_or_was_seen_only_where_it_reached_the_nodes_verdict() ->
     assert blind.judged(run(2), []).verdict == model.NOT_RUN  # interrupted: the report holds what ran
     refused = blind.judged(run(0), ["e2e/test_a.py::test_a[NoSwap]: cannot read memory.swap.max"])
     assert refused.verdict == model.NOT_RUN and "cannot read memory.swap.max" in refused.detail
-    def caught() -> model.Outcome:
-        return model.Outcome("blind-x", "b", model.CAUGHT, failed=["t[NoSwap]"], errors=["u[NoSwap]"], exit_code=1)
-
-    assert blind.judged(caught(), []).verdict == model.CAUGHT
-    assert blind.judged(caught(), [], frozenset({"u[NoSwap]"})).verdict == model.CAUGHT  # t still saw one
-    lost = blind.judged(caught(), [], frozenset({"t[NoSwap]", "u[NoSwap]"}))
-    assert lost.verdict == model.NOT_RUN and "lost the API server" in lost.detail
 
 
 @pytest.mark.parametrize(("verdict", "says"), [(model.SURVIVED, "blind before"), (model.CAUGHT, "seen by a remaining"),
@@ -256,6 +249,5 @@ def test_a_blind_run_on_some_behaviors_loses_no_test_to_the_behaviors_it_left_ou
                      + case("test_b", "WorkloadControlledSwap",
                             "WorkloadControlledSwap not selected (--behaviors LimitedSwap)")
                      + "</testsuite></testsuites>")
-    assert bench._could_not_test(junit, "LimitedSwap") == ([], frozenset())
-    refused, _ = bench._could_not_test(junit, "NoSwap,LimitedSwap")
-    assert refused == ["e2e/test_kubelet_startup.py::test_a[NoSwap]: NoSwap not selected (--behaviors LimitedSwap)"]
+    assert bench._refused_skips(junit, "LimitedSwap") == []
+    assert bench._refused_skips(junit, "NoSwap,LimitedSwap") == ["e2e/test_kubelet_startup.py::test_a[NoSwap]: NoSwap not selected (--behaviors LimitedSwap)"]

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
+from bench import cells
 from clusters import inputs
 from clusters.vm.k8s_source import BUILD_KEYS, Patch, read_patch
 
@@ -182,6 +183,9 @@ class Outcome:
     verdict: str  # caught / SURVIVED / NOT RUN (build failed, no test ran, everything skipped) / n/a
     failed: list[str] = field(default_factory=list)  # tests that failed (a call-phase assertion)
     errors: list[str] = field(default_factory=list)  # tests whose setup/teardown failed
+    # of those, the ones that never reached the node's verdict (bench/cells.py never_judged): no
+    # sight of the mutant, whatever it broke
+    unjudged: list[str] = field(default_factory=list)
     passed: int = 0
     skipped: int = 0
     seconds: float = 0.0
@@ -211,49 +215,65 @@ def _short(nodeid: str) -> str:
     return nodeid.rsplit("::", 1)[-1]
 
 
-def read_junit(path: Path) -> tuple[list[str], list[str], int, int, str]:
-    """(failed, errored, passed, skipped, first failure message) from a JUnit XML report (a typed
-    record: clusters/inputs.py refuses a file that is not one, by name)."""
+def read_junit(path: Path) -> tuple[list[str], list[str], int, int, str, list[str]]:
+    """(failed, errored, passed, skipped, first failure message, unjudged) from a JUnit XML report
+    (a typed record: clusters/inputs.py refuses a file that is not one, by name); ``unjudged``
+    names the failed and errored tests that never reached the node's verdict, and the first
+    message is a judged one's where there is one."""
     failed: list[str] = []
     errors: list[str] = []
+    unjudged: list[str] = []
     passed = skipped = 0
-    first = ""
+    first = other = ""
     for case in inputs.read_junit(path, "the run's JUnit report").cases:
-        if case.failure is not None:
-            failed.append(case.name)
-            first = first or case.failure.message
-        elif case.error is not None:
-            errors.append(case.name)
-            first = first or case.error.message
-        elif case.skipped is not None:
-            skipped += 1
+        bad = case.failure or case.error
+        if bad is None:
+            if case.skipped is not None:
+                skipped += 1
+            else:
+                passed += 1
+            continue
+        (failed if case.failure is not None else errors).append(case.name)
+        if cells.never_judged(case):
+            unjudged.append(case.name)
+            other = other or bad.message
         else:
-            passed += 1
-    return failed, errors, passed, skipped, first
+            first = first or bad.message
+    return failed, errors, passed, skipped, first or other, unjudged
 
 
 def judge(name: str, build: str, junit: Path | None, exit_code: int | None, output_tail: str = "") -> Outcome:
-    """A mutant is caught when a test of the suite failed on it. A run that could not test it
-    (the build failed, the node never came up: every test errored in setup, nothing ran) is
-    NOT RUN, never caught; a run where every selected test passed (or skipped) SURVIVED."""
+    """A mutant is caught when a test of the suite failed on it, having reached the node's verdict
+    (a failure in the test itself, or a setup that failed where others passed). A run that could not
+    test it (the build failed, the node never came up: every test errored in setup, nothing ran;
+    or every failure was one the node had no say in: the API server lost in setup, or refusing
+    the suite's credentials) is NOT RUN, never caught; a run where every selected test passed (or
+    skipped) SURVIVED."""
     if junit is None or not junit.exists():
         return Outcome(name, build, NOT_RUN, exit_code=exit_code,
                        detail=output_tail.strip().splitlines()[-1] if output_tail.strip() else "no report")
     try:
-        failed, errors, passed, skipped, first = read_junit(junit)
+        failed, errors, passed, skipped, first, unjudged = read_junit(junit)
     except inputs.UsageError as error:  # a report cut short: the run was killed while writing it
         return Outcome(name, build, NOT_RUN, exit_code=exit_code, detail=str(error))
-    out = Outcome(name, build, SURVIVED, failed, errors, passed, skipped, exit_code=exit_code, detail=first)
-    if failed:
+    out = Outcome(name, build, SURVIVED, failed, errors, unjudged, passed, skipped, exit_code=exit_code, detail=first)
+    if any(t not in unjudged for t in failed):
         out.verdict = CAUGHT
-    elif errors and not passed:
-        out.verdict = NOT_RUN  # the node or the run broke before any test could say anything
-    elif not passed:
-        out.verdict = NOT_RUN
-        out.detail = out.detail or "every selected test skipped"
-    elif errors:
+    elif any(t not in unjudged for t in errors) and passed:
         out.verdict = CAUGHT  # some tests ran and passed, others failed in setup on this build
+    elif failed or errors or not passed:
+        # the node or the run broke before any test could say anything
+        out.verdict = NOT_RUN
+        if unjudged and len(unjudged) == len(failed) + len(errors):
+            out.detail = (f"every failure never reached the node's verdict ({', '.join(unjudged)}): "
+                          f"{first.partition(chr(10))[0]}")[:500]
+        out.detail = out.detail or "every selected test skipped"
     return out
+
+
+def seen(o: Outcome) -> list[str]:
+    """The tests that failed on a build having reached the node's verdict: what saw it."""
+    return [t for t in o.failed + o.errors if t not in o.unjudged]
 
 
 def table(outcomes: list[Outcome], baseline: "Outcome | list[Outcome] | None", date: str = "",
@@ -263,7 +283,7 @@ def table(outcomes: list[Outcome], baseline: "Outcome | list[Outcome] | None", d
     the mutants that ran there, never those not applicable to it."""
     rows = ["| mutant | verdict | tests that failed | wall time | selection |", "|---|---|---|---|---|"]
     for o in outcomes:
-        caught_by = ", ".join(sorted({_short(t) for t in o.failed + o.errors})) or "—"
+        caught_by = ", ".join(sorted({_short(t) for t in seen(o)})) or "—"
         if o.verdict == NOT_RUN:
             caught_by = f"could not test: {o.detail}"[:200]
         if o.verdict == NOT_APPLICABLE:

@@ -371,7 +371,7 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
         shared.down()
         o = run(None)
     standing.keep(o, kept, taken, say=_say)
-    caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in o.failed + o.errors})) or o.detail
+    caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in model.seen(o)})) or o.detail
     _say(f"[{i}/{total}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
     return o
 
@@ -418,7 +418,7 @@ def _blind(a: argparse.Namespace, forms: list[model.Mutant | releases.NotApplica
             taken = standing.before_run(scope_args(a, selection, blind.behaviors(group)))
             o = run_one(name, blind.patches_of(group), blind.behaviors(group), selection, label, a.provider,
                         out_dir, a.pytest_args, None, state_dir=shared.state_dir, release=a.release)
-            judged = blind.judged(o, *_could_not_test(out_dir / "junit.xml", blind.behaviors(group)))
+            judged = blind.judged(o, _refused_skips(out_dir / "junit.xml", blind.behaviors(group)))
             o = standing.keep(judged, kept, taken, say=_say)
         done.append((group, o))
         _say(f"[{i}/{len(groups)}] {name}: {blind.verdict(o)}")
@@ -500,24 +500,22 @@ def build_ahead(a: argparse.Namespace, forms: list[model.Mutant | releases.NotAp
     return cli.Exit.FAILED if failed else cli.Exit.OK
 
 
-def _could_not_test(junit: Path, behaviors: str) -> tuple[list[str], frozenset[str]]:
-    """What the run could not test on ``behaviors`` (the run's --behaviors), read as the version
-    matrix reads a cell's (bench/cells.py): the skips the release gate would not accept
-    (e2e/verdict.py accepted_skip), and the tests whose failure never reached the node's verdict,
-    by their names in the report. A test of a behavior the run left out is in no cell of it,
-    as in the matrix: its skip ("not selected") is the run's scope, not a test it lost."""
+def _refused_skips(junit: Path, behaviors: str) -> list[str]:
+    """The skips of a run on ``behaviors`` (the run's --behaviors) that the release gate would not
+    accept (e2e/verdict.py accepted_skip), read as the version matrix reads a cell's
+    (bench/cells.py). A test of a behavior the run left out is in no cell of it, as in the
+    matrix: its skip ("not selected") is the run's scope, not a test it lost."""
     from e2e import verdict
 
     if not junit.is_file():
-        return [], frozenset()
+        return []
     try:
         ran = set(behaviors.split(","))
-        tests = [(r, marked) for r, marked in cells.read_junit(junit) if r.behavior in ran]
+        tests = [r for r, _ in cells.read_junit(junit) if r.behavior in ran]
     except inputs.UsageError:
-        return [], frozenset()  # a report cut short: judge() already said the run could not test
-    refused = sorted({f"{r.nodeid}: {r.reason}" for r, _ in tests if r.outcome == "skipped"
-                      and not verdict.accepted_skip(r.behavior, r.module, r.reason, r.function)})
-    return refused, frozenset(r.nodeid.rsplit("::", 1)[-1] for r, marked in tests if marked)
+        return []  # a report cut short: judge() already said the run could not test
+    return sorted({f"{r.nodeid}: {r.reason}" for r in tests if r.outcome == "skipped"
+                   and not verdict.accepted_skip(r.behavior, r.module, r.reason, r.function)})
 
 
 def parser() -> cli.Parser:

@@ -33,7 +33,7 @@ from clusters.behaviors import ALL_BEHAVIORS
 from clusters.vm import k8s_source
 from clusters.vm.k8s_source import BUILD_KEYS
 
-from . import CAUGHT, NOT_APPLICABLE, NOT_RUN, RUN_KEYS, SURVIVED, Mutant, Outcome
+from . import CAUGHT, NOT_APPLICABLE, NOT_RUN, RUN_KEYS, SURVIVED, Mutant, Outcome, seen
 from .standing import BOTH
 
 Applies = Callable[[Sequence[Path]], bool]
@@ -169,17 +169,12 @@ def applies_on(release: str, env: dict[str, str], find_module=k8s_source.module_
     return applies
 
 
-def judged(o: Outcome, refused_skips: Sequence[str], unjudged: frozenset[str] = frozenset()) -> Outcome:
+def judged(o: Outcome, refused_skips: Sequence[str]) -> Outcome:
     """A group survived only if pytest said so too (exit 0: not interrupted, no internal error)
     and it skipped nothing the release gate would not accept (``refused_skips``): a test that
-    could not run would otherwise count as one the mutants got past. Likewise a failure that
-    never reached the node's verdict (``unjudged``: a setup that lost the API server) is no sight
-    of a mutant: a run whose every failure is one could not test."""
-    seen = [t for t in o.failed + o.errors if t not in unjudged]
-    if o.verdict == CAUGHT and not seen:
-        o.verdict = NOT_RUN
-        o.detail = f"every failure lost the API server before the node's verdict: {', '.join(sorted(unjudged))}"[:300]
-    elif o.verdict == SURVIVED and (o.exit_code != 0 or refused_skips):
+    could not run would otherwise count as one the mutants got past. (A failure that never
+    reached the node's verdict is no sight of a mutant: judge() already said so.)"""
+    if o.verdict == SURVIVED and (o.exit_code != 0 or refused_skips):
         o.verdict = NOT_RUN
         o.detail = (f"pytest exit {o.exit_code}" if o.exit_code != 0 else
                     f"skipped where the gate does not accept it: {'; '.join(refused_skips)}")[:300]
@@ -191,8 +186,8 @@ def verdict(o: Outcome) -> str:
     if o.verdict == SURVIVED:
         return f"blind before: each survived the suite without the group's own tests ({o.passed} passed)"
     if o.verdict == CAUGHT:
-        seen = ", ".join(sorted({t.rsplit("::", 1)[-1] for t in o.failed + o.errors}))
-        return f"seen by a remaining test: {seen} (run the members one by one to say which)"
+        names = ", ".join(sorted({t.rsplit("::", 1)[-1] for t in seen(o)}))
+        return f"seen by a remaining test: {names} (run the members one by one to say which)"
     if o.verdict == NOT_APPLICABLE:
         return f"not applicable: {o.detail}"
     return f"could not test: {o.detail}"[:300]

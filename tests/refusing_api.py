@@ -1,0 +1,37 @@
+"""A generated project's conftest.py with ``refused()``: a request of the kubernetes client to a
+loopback server that answers it as an API server refusing the suite's credentials (403), so a
+report shows the real client's exception as a run on a real node would."""
+
+CONFTEST = '''
+import http.server
+import json
+import threading
+
+from kubernetes import client
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                           "code": 403, "message": 'nodes is forbidden: User "kubernetes-admin" cannot list'
+                                                   ' resource "nodes" in API group "" at the cluster scope'}).encode()
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def refused():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    try:
+        config = client.Configuration()
+        config.host = f"http://127.0.0.1:{server.server_port}"
+        client.CoreV1Api(client.ApiClient(config)).list_node()
+    finally:
+        server.server_close()
+'''
