@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from pydantic import ConfigDict
 
-from clusters import inputs
+from clusters import discovery, inputs
 
 PASSED, FAILED, COULD_NOT_RUN = "passed", "FAILED", "could not run"
 GATE_MARK = "[gate] "  # e2e/gate.py could_not_test: in gate mode "could not test" is a failure with this mark
@@ -103,12 +103,14 @@ def nodeid_of(classname: str, name: str) -> str:
     return "/".join(parts[:module + 1]) + ".py" + "".join(f"::{p}" for p in parts[module + 1:]) + f"::{name}"
 
 
-# The kubernetes client's words for an API server that refused the suite's own credentials (401,
-# 403; e2e/observe.py status_message for one a wait kept): an authenticator or authorizer answering,
-# which no kubelet decides. Seen while a control plane came back after its containers were
-# re-created (decision 0042), when RBAC had not yet caught up with the admin's binding.
-_REFUSED = re.compile(r"\b(?:(?:Unauthorized|Forbidden|Api)Exception: \((?:401|403)\)"
-                      r"|the API server answered 40[13] )")
+# The words for an API server that refused the suite's own credentials (401, 403): the kubernetes
+# client's exception, a bounded wait's last answer (e2e/observe.py), discovery's message
+# (clusters/discovery.py). An authenticator or authorizer answering, which no kubelet decides.
+# Seen while a control plane came back after its containers were re-created (decision 0042),
+# when RBAC had not yet caught up with the admin's binding.
+_REFUSED = re.compile(r"\b(?:Unauthorized|Forbidden|Api)Exception: \((?:401|403)\)|the API server answered 40[13] "
+                      rf"|{re.escape(discovery.CREDENTIALS_REFUSED)} \(401 |{re.escape(discovery.USER_NOT_ALLOWED)}"
+                      r" to read .* \(403 ")
 
 
 def never_judged(case: inputs.JUnitCase) -> bool:

@@ -173,6 +173,12 @@ def _tls_failure(error: BaseException) -> str | None:
     return None
 
 
+# How a refusal of the kubeconfig's credentials reads (401, 403): bench/cells.py never_judged
+# knows a test that met one by these words.
+CREDENTIALS_REFUSED = "refused the kubeconfig's credentials"
+USER_NOT_ALLOWED = "does not allow the kubeconfig's user"
+
+
 def _permanent(api: Any, error: BaseException, what: str) -> str | None:
     """The message for an answer no retry can change (a certificate that does not verify, refused
     credentials); None for what may pass (a timeout, a refused connection, a server error)."""
@@ -186,9 +192,9 @@ def _permanent(api: Any, error: BaseException, what: str) -> str | None:
     if isinstance(error, ApiException) and error.status in (401, 403):
         reason = f"{error.status} {error.reason}"
         if error.status == 401:
-            return (f"{server} refused the kubeconfig's credentials ({reason}): its token or client certificate is"
+            return (f"{server} {CREDENTIALS_REFUSED} ({reason}): its token or client certificate is"
                     " not accepted there (expired, revoked, or another cluster's); get a fresh kubeconfig")
-        return (f"{server} does not allow the kubeconfig's user to read {what} ({reason}): the suite needs to list"
+        return (f"{server} {USER_NOT_ALLOWED} to read {what} ({reason}): the suite needs to list"
                 f" nodes and read their /configz; use a user bound to a role that may ({status_message(error)})")
     return None
 

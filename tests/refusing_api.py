@@ -1,6 +1,8 @@
 """A generated project's conftest.py with ``refused()``: a request of the kubernetes client to a
 loopback server that answers it as an API server refusing the suite's credentials (403), so a
-report shows the real client's exception as a run on a real node would."""
+report shows the real client's exception as a run on a real node would; ``refused_discovery()``:
+the suite's own discovery of a node's kubelet config (clusters/discovery.py) refused so, as the
+node fixture meets it (the project needs the checkout on its PYTHONPATH)."""
 
 CONFTEST = '''
 import http.server
@@ -25,13 +27,23 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def refused():
+def _against_a_refusing_server(use):
     server = http.server.HTTPServer(("127.0.0.1", 0), _Refusing)
     threading.Thread(target=server.handle_request, daemon=True).start()
     try:
         config = client.Configuration()
         config.host = f"http://127.0.0.1:{server.server_port}"
-        client.CoreV1Api(client.ApiClient(config)).list_node()
+        use(client.ApiClient(config))
     finally:
         server.server_close()
+
+
+def refused():
+    _against_a_refusing_server(lambda api: client.CoreV1Api(api).list_node())
+
+
+def refused_discovery():
+    from clusters import discovery
+
+    _against_a_refusing_server(lambda api: discovery.kubelet_config(api, "ksc-node", seconds=30))
 '''

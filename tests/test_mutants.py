@@ -59,14 +59,18 @@ def _pytest_junit(tmp: Path, selection: str) -> Path:
         "    urllib3.PoolManager(retries=urllib3.Retry(0)).request('GET', 'http://127.0.0.1:9/api/v1/nodes')\n\n"
         "@pytest.fixture\n"
         "def api():\n    _lost()\n\n"
-        "def test_refused():\n    from conftest import refused\n    refused()\n\n"
+        "def test_refused_in_the_test():\n    from conftest import refused\n    refused()\n\n"
+        "@pytest.fixture\n"
+        "def node():\n    from conftest import refused_discovery\n    refused_discovery()\n\n"
+        "def test_refused_in_setup(node):\n    pass\n\n"
         "def test_lost_in_setup(api):\n    pass\n\n"
         "def test_lost_in_the_test():\n    _lost()\n\n"
         "def test_assert():\n    assert 35041280 == 70082560\n\n"
         "def test_pass():\n    pass\n")
     junit = project / "junit.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}", "-k",
-                    selection, "e2e"], cwd=project, capture_output=True, timeout=120)
+                    selection, "e2e"], cwd=project, capture_output=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     return junit
 
 
@@ -74,13 +78,19 @@ def test_a_failure_the_node_had_no_say_in_never_catches_a_mutant(tmp_path: Path)
     """Mutant 31's kubelet, swapped into the shared VM, re-created the control plane's containers
     and the suite met a 403 (decision 0042): a catch is a failure that reached the node's
     verdict, so that run could not test it and the mutant gets a fresh VM."""
-    o = model.judge("m", "b", _pytest_junit(tmp_path, "refused or lost_in_setup or pass"), 1)
-    assert o.verdict == model.NOT_RUN and o.unjudged == ["test_refused", "test_lost_in_setup"]
-    assert o.detail.startswith("every failure never reached the node's verdict (test_refused, test_lost_in_setup):"
+    o = model.judge("m", "b", _pytest_junit(tmp_path, "refused_in_the_test or lost_in_setup or pass"), 1)
+    assert o.verdict == model.NOT_RUN and o.unjudged == ["test_refused_in_the_test", "test_lost_in_setup"]
+    assert o.detail.startswith("every failure never reached the node's verdict (test_refused_in_the_test,"
+                               " test_lost_in_setup):"
                                " kubernetes.client.exceptions.ForbiddenException: (403)")
-    o = model.judge("m", "b", _pytest_junit(tmp_path, "refused or assert"), 1)
+    o = model.judge("m", "b", _pytest_junit(tmp_path, "refused_in_the_test or assert"), 1)
     assert o.verdict == model.CAUGHT and model.seen(o) == ["test_assert"] and "70082560" in o.detail
     assert "| m | caught | test_assert |" in model.table([o], None)
+    # the node fixture's discovery refused (403), beside a test that passed: no setup on this
+    # build failed by the node (mutant 31 on the shared VM of v1.37.2)
+    o = model.judge("m", "b", _pytest_junit(tmp_path, "refused_in_setup or pass"), 1)
+    assert o.verdict == model.NOT_RUN and o.unjudged == ["test_refused_in_setup"]
+    assert "does not allow the kubeconfig's user to read node ksc-node's kubelet /configz (403 Forbidden)" in o.detail
     # lost in the test itself: what the test did to the node may be why, so it stays a catch
     o = model.judge("m", "b", _pytest_junit(tmp_path, "lost_in_the_test"), 1)
     assert o.verdict == model.CAUGHT and o.unjudged == []
