@@ -306,6 +306,31 @@ def test_a_mutant_the_shared_vm_could_not_test_gets_a_fresh_vm(tmp_path: Path, m
 
 
 
+@pytest.mark.parametrize("unjudged", [[], ["test_a[LimitedSwap]"]])
+def test_a_shared_vm_whose_api_server_was_lost_or_refused_is_not_trusted_for_the_next_mutant(
+        tmp_path: Path, monkeypatch, fake_vm_cli, unjudged: list[str]) -> None:
+    """Mutant 31, caught on v1.36.5's shared VM by its resize checks beside two 403s: the next
+    mutant's kubelet would re-create every container 31's wrote, so the VM goes; a run without
+    such a failure keeps it."""
+    from bench.mutants import __main__ as bench
+
+    def run_one(name, patches, behaviors, selection, label, provider, out_dir, extra, shared=None, base=None, **kw):
+        return model.Outcome(name, "b", model.CAUGHT, failed=["test_a[LimitedSwap]", "test_b[LimitedSwap]"],
+                             unjudged=unjudged, passed=3)
+
+    monkeypatch.setattr(bench, "run_one", run_one)
+    m = next(m for m in model.load(model.HERE) if m.name == "hash-includes-resources")
+    args = bench.argparse.Namespace(rerun=True, k=None, provider="vm", fresh_vm=False, pytest_args=[],
+                                    release=versions.KUBERNETES)
+    shared = bench.SharedVm()
+    shared.swap_in([], [])
+    fake_vm_cli.calls.clear()
+    o = bench._run_mutant(args, 1, m, 1, "suite", tmp_path, tmp_path, shared)
+    assert o.verdict == model.CAUGHT and model.seen(o) == [t for t in o.failed if t not in unjudged]
+    assert [call[0] for call in fake_vm_cli.calls] == (["down"] if unjudged else [])
+    assert shared.booted is not bool(unjudged)
+
+
 def test_a_result_kept_in_another_directory_is_resumed_from_not_run_again(tmp_path: Path, monkeypatch) -> None:
     """--kept: a result another machine kept (committed in the checkout) counts while the
     mutant's build and the suite are unchanged; a changed suite runs it again."""

@@ -370,6 +370,14 @@ def _run_mutant(a: argparse.Namespace, i: int, m: model.Mutant, total: int, suit
              "stopping it, and running this mutant on a fresh VM of its build")
         shared.down()
         o = run(None)
+    elif share and o.unjudged:
+        # The run judged its mutant, but the API server was lost or refused the suite on the way:
+        # the control plane had been re-created (a kubelet whose container hash differs) or fell
+        # over. The next mutant's kubelet would re-create whatever this one wrote again, under its
+        # tests (mutant 31, then 32, on v1.36.5): that node is not trusted for another mutant.
+        _say(f"[{i}/{total}] {m.name}: the API server was lost or refused the suite during this run"
+             f" ({', '.join(o.unjudged)}); stopping the shared VM, the next mutant boots a fresh one")
+        shared.down()
     standing.keep(o, kept, taken, say=_say)
     caught_by = ", ".join(sorted({t.rsplit('::', 1)[-1] for t in model.seen(o)})) or o.detail
     _say(f"[{i}/{total}] {m.name}: {o.verdict} in {o.seconds / 60:.1f} min ({caught_by})")
