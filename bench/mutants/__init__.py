@@ -265,8 +265,8 @@ def judge(name: str, build: str, junit: Path | None, exit_code: int | None, outp
         # the node or the run broke before any test could say anything
         out.verdict = NOT_RUN
         if unjudged and len(unjudged) == len(failed) + len(errors):
-            out.detail = (f"every failure never reached the node's verdict ({', '.join(unjudged)}): "
-                          f"{first.partition(chr(10))[0]}")[:500]
+            said = first.partition("\n")[0]
+            out.detail = f"every failure never reached the node's verdict ({', '.join(unjudged)}): {said}"[:500]
         out.detail = out.detail or "every selected test skipped"
     return out
 
