@@ -378,8 +378,8 @@ def table(cells: Sequence[Cell], suite: str, kept_in: str = "") -> str:
         " last ran it. One run of the suite covers a minor × provider's behaviors together: its wall time"
         " is theirs. *build time*: building the node (a disk image or a node image) before that run, seconds"
         " when the build was kept from an earlier run. *skipped*: skips the gate accepts, each reason below the table; *could not"
-        " test*: skips it does not accept, gate-mode \"could not test\" failures, and setup errors that lost"
-        " the API server. *build*: the kubelet version the node reported." + (f" The cells: `{kept_in}`." if kept_in else ""),
+        " test*: skips it does not accept, gate-mode \"could not test\" failures, setup errors that lost"
+        " the API server, and tests the API server refused (401, 403). *build*: the kubelet version the node reported." + (f" The cells: `{kept_in}`." if kept_in else ""),
         "",
         "| minor | provider | behavior | passed | failed | skipped | could not test | gate | wall time | build time"
         " | build | date |",
