@@ -17,7 +17,7 @@ from bench.cells import COULD_NOT_RUN, PASSED, Cell, nodeid_of
 from clusters import cli, versions
 from clusters.behaviors import LIMITED_SWAP, NO_SWAP
 from e2e import report, verdict
-from tests import refusing_api
+from tests import api_failures
 
 SUITE = "suite0000000"
 REPO = Path(__file__).resolve().parent.parent
@@ -387,17 +387,15 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         "def test_pass(request):\n"
         "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n\n"
         # the API server lost: a real refused connection through urllib3, in setup and in the test
-        "def _lost():\n"
-        "    import urllib3\n"
-        "    urllib3.PoolManager(retries=urllib3.Retry(0)).request('GET', 'http://127.0.0.1:9/api/v1/nodes')\n\n"
+        "from conftest import lost\n\n"
         "@pytest.fixture\n"
         "def api(request):\n"
         "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
-        "    _lost()\n\n"
+        "    lost()\n\n"
         "def test_api_lost_in_setup(api):\n    pass\n\n"
         "def test_api_lost_in_the_test(request):\n"
         "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
-        "    _lost()\n\n"
+        "    lost()\n\n"
         # an API server that answered only 504s until the create's bound ran out (kind run 44)
         "@pytest.fixture\n"
         "def overloaded(request):\n"
@@ -411,7 +409,7 @@ def test_the_junit_reader_agrees_with_pytest_s_own_report(tmp_path: Path) -> Non
         "    request.node.user_properties.append(('swap_behavior', 'LimitedSwap'))\n"
         "    from conftest import refused\n"
         "    refused()\n")
-    (tmp_path / "conftest.py").write_text(refusing_api.CONFTEST)
+    (tmp_path / "conftest.py").write_text(api_failures.CONFTEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={tmp_path / 'j.xml'}",
                     "e2e"], cwd=tmp_path, capture_output=True, timeout=120)

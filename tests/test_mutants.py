@@ -14,7 +14,7 @@ from bench import mutants as model
 from bench.mutants import docs
 from clusters import cli, versions
 from clusters.vm import k8s_source
-from tests import refusing_api
+from tests import api_failures
 
 
 def _junit(tmp: Path, cases: list[tuple[str, str]]) -> Path:
@@ -51,20 +51,18 @@ def _pytest_junit(tmp: Path, selection: str) -> Path:
     connection in setup and in the test; and tests that fail by the node's verdict or pass."""
     project = tmp / selection.replace(" ", "-")
     (project / "e2e").mkdir(parents=True)
-    (project / "conftest.py").write_text(refusing_api.CONFTEST)
+    (project / "conftest.py").write_text(api_failures.CONFTEST)
     (project / "e2e" / "test_x.py").write_text(
         "import pytest\n\n"
-        "def _lost():\n"
-        "    import urllib3\n"
-        "    urllib3.PoolManager(retries=urllib3.Retry(0)).request('GET', 'http://127.0.0.1:9/api/v1/nodes')\n\n"
+        "from conftest import lost\n\n"
         "@pytest.fixture\n"
-        "def api():\n    _lost()\n\n"
+        "def api():\n    lost()\n\n"
         "def test_refused_in_the_test():\n    from conftest import refused\n    refused()\n\n"
         "@pytest.fixture\n"
         "def node():\n    from conftest import refused_discovery\n    refused_discovery()\n\n"
         "def test_refused_in_setup(node):\n    pass\n\n"
         "def test_lost_in_setup(api):\n    pass\n\n"
-        "def test_lost_in_the_test():\n    _lost()\n\n"
+        "def test_lost_in_the_test():\n    lost()\n\n"
         "def test_assert():\n    assert 35041280 == 70082560\n\n"
         "def test_pass():\n    pass\n")
     junit = project / "junit.xml"

@@ -1,8 +1,9 @@
-"""A generated project's conftest.py with ``refused()``: a request of the kubernetes client to a
-loopback server that answers it as an API server refusing the suite's credentials (403), so a
-report shows the real client's exception as a run on a real node would; ``refused_discovery()``:
-the suite's own discovery of a node's kubelet config (clusters/discovery.py) refused so, as the
-node fixture meets it (the project needs the checkout on its PYTHONPATH)."""
+"""A generated project's conftest.py with an API server failing the suite as it does on a real
+node: ``lost()``, a real refused connection through urllib3; ``refused()``, a request of the
+kubernetes client to a loopback server that answers it as an API server refusing the suite's
+credentials (403), so a report shows the real client's exception; ``refused_discovery()``, the
+suite's own discovery of a node's kubelet config (clusters/discovery.py) refused so, as the node
+fixture meets it (the project needs the checkout on its PYTHONPATH)."""
 
 CONFTEST = '''
 import http.server
@@ -25,6 +26,12 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def lost():
+    import urllib3
+
+    urllib3.PoolManager(retries=urllib3.Retry(0)).request("GET", "http://127.0.0.1:9/api/v1/nodes")
 
 
 def _against_a_refusing_server(use):
