@@ -256,7 +256,8 @@ def judge(name: str, build: str, junit: Path | None, exit_code: int | None, outp
         failed, errors, passed, skipped, first, unjudged = read_junit(junit)
     except inputs.UsageError as error:  # a report cut short: the run was killed while writing it
         return Outcome(name, build, NOT_RUN, exit_code=exit_code, detail=str(error))
-    out = Outcome(name, build, SURVIVED, failed, errors, unjudged, passed, skipped, exit_code=exit_code, detail=first)
+    out = Outcome(name, build, SURVIVED, failed=failed, errors=errors, unjudged=unjudged, passed=passed,
+                  skipped=skipped, exit_code=exit_code, detail=first)
     if any(t not in unjudged for t in failed):
         out.verdict = CAUGHT
     elif any(t not in unjudged for t in errors) and passed:
